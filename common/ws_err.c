@@ -1,0 +1,35 @@
+/* ws_err.c - text for the error space of ws_err.h. */
+#include "ws_err.h"
+
+#include <string.h>
+#include <uv.h>
+
+const char *ws_strerror(int err) {
+  switch (err) {
+#define WS_ERR_TEXT(name, text)                                                \
+  case WS_E##name:                                                             \
+    return text;
+    WS_ERR_MAP(WS_ERR_TEXT)
+#undef WS_ERR_TEXT
+  default:
+    break;
+  }
+  if (err < 0 && err > WS_E__FIRST)
+    return uv_strerror(err); /* -errno: libuv knows every errno's text */
+  return err == 0 ? "success" : "unknown error";
+}
+
+const char *ws_errname(int err) {
+  switch (err) {
+#define WS_ERR_NAME(name, text)                                                \
+  case WS_E##name:                                                             \
+    return "WS_E" #name;
+    WS_ERR_MAP(WS_ERR_NAME)
+#undef WS_ERR_NAME
+  default:
+    break;
+  }
+  if (err < 0 && err > WS_E__FIRST)
+    return uv_err_name(err);
+  return err == 0 ? "OK" : "EUNKNOWN";
+}

@@ -1,0 +1,20 @@
+/* ctl.h - p2pctl subcommands. Each lives in its own ctl_*.c file and is
+ * called by p2pctl.c with argv[0] = the subcommand name. Exit codes are the
+ * documented ones below; every subcommand prints errors to stderr once. */
+#ifndef WS_CTL_H
+#define WS_CTL_H
+
+/* Exit codes scripts can rely on (docs/operations.md). */
+enum {
+  CTL_EXIT_OK = 0,
+  CTL_EXIT_FAIL = 1,     /* the operation failed (invalid, mismatch, ...) */
+  CTL_EXIT_USAGE = 2,    /* bad command line */
+  CTL_EXIT_DAEMON = 3,   /* cannot reach p2pd's API */
+  CTL_EXIT_NOTFOUND = 4, /* unknown release/digest */
+  CTL_EXIT_TIMEOUT = 5,  /* wait/--wait ran out of time */
+  CTL_EXIT_ORIGIN = 6    /* S3 refused or failed */
+};
+
+int ctl_manifest_main(int argc, char **argv); /* ctl_manifest.c */
+
+#endif

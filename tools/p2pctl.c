@@ -1,0 +1,40 @@
+/* p2pctl.c - command-line entry: dispatches to the ctl_*.c subcommands. */
+#include "ctl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  int (*main)(int argc, char **argv);
+  const char *help;
+} ctl_cmd_t;
+
+static const ctl_cmd_t commands[] = {
+    {"manifest", ctl_manifest_main,
+     "create DIR | check FILE [--dir DIR] | digest FILE"},
+};
+
+static void usage(FILE *out) {
+  fputs("usage: p2pctl [--api SOCKET] COMMAND [ARGS]\n\ncommands:\n", out);
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CTL_EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    usage(stdout);
+    return CTL_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].main(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "p2pctl: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return CTL_EXIT_USAGE;
+}
