@@ -1,0 +1,95 @@
+/* cache.h - the node cache's byte ledger, pins and eviction policy.
+ *
+ * The ledger counts the cache's own files (blobs, partials with their
+ * bitmaps, release manifests) against a configured capacity; it is not a
+ * view of the whole filesystem. It is rebuilt by the store's startup scan;
+ * state/sha256-<hex>.json files only add pins, access and publish times.
+ *
+ * Eviction (ws_cache_evict_for) frees bytes in this order:
+ *   1. orphans: blobs and partials that no release (published or being
+ *      assembled) references;
+ *   2. published releases, least recently accessed first, skipping pinned
+ *      ones and the newest two releases (by publish order) of each model, so
+ *      a rollback costs a restart, not a download.
+ * Evicting a release removes releases/sha256-<digest>/ first (renamed away,
+ * then deleted), then the blobs no remaining release references. A blob a
+ * release being assembled needs is never deleted.
+ *
+ * Threads: one mutex guards the ledger. Functions that delete files or write
+ * state files are [worker]; they hold the mutex while they do (so a
+ * concurrent reservation sees a consistent ledger). [any] functions only read
+ * or update memory; they may wait for the mutex while an eviction runs, so a
+ * loop thread should prefer calling them from a worker too.
+ */
+#ifndef WS_CACHE_H
+#define WS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "ws_err.h"
+
+typedef struct ws_cache_s ws_cache_t;
+
+#define WS_CACHE_MODEL_MAX 256 /* bytes kept of a model/version name */
+#define WS_CACHE_KEEP_PER_MODEL 2
+
+typedef struct {
+  ws_hash_t digest;
+  char model[WS_CACHE_MODEL_MAX];   /* "" if the manifest has none */
+  char version[WS_CACHE_MODEL_MAX]; /* "" if the manifest has none */
+  uint64_t bytes;        /* file bytes of the release (each blob once) */
+  uint64_t unique_bytes; /* bytes only this release references */
+  uint64_t published_ns; /* 0 while assembling */
+  uint64_t accessed_ns;
+  int pinned;
+  int assembling;
+  int kept; /* 1 if among the newest two of its model */
+} ws_cache_release_info_t;
+
+typedef struct {
+  uint64_t capacity; /* 0 = unlimited */
+  uint64_t used;     /* all ledger bytes */
+  uint64_t blob_bytes;
+  uint64_t partial_bytes;
+  uint64_t meta_bytes; /* manifests of published releases */
+  uint32_t nblobs;
+  uint32_t npartials;
+  uint32_t nreleases;
+  uint64_t evicted_releases; /* since open */
+  uint64_t evicted_bytes;
+} ws_cache_stats_t;
+
+/* [any] Ledger totals. */
+void ws_cache_stats(ws_cache_t *c, ws_cache_stats_t *out);
+/* [any] Changes the capacity (0 = unlimited); takes effect at the next
+ * reservation or ws_cache_evict_for. */
+void ws_cache_set_capacity(ws_cache_t *c, uint64_t capacity);
+
+/* [any] Snapshot of all releases, published and assembling. *out is a new
+ * array of *n entries (free with free()); sorted by publish order, newest
+ * last, assembling ones at the end. */
+int ws_cache_list(ws_cache_t *c, ws_cache_release_info_t **out,
+                  size_t *n) WS_MUST_USE;
+
+/* [worker] Pins/unpins a published release (persisted in state/). Pinned
+ * releases are never evicted automatically. WS_ENOTFOUND if unknown. */
+int ws_cache_pin(ws_cache_t *c, const ws_hash_t *digest,
+                 int pinned) WS_MUST_USE;
+/* [worker] Records an access now (LRU order; persisted without fsync, since
+ * a lost access time only changes eviction order). */
+int ws_cache_touch(ws_cache_t *c, const ws_hash_t *digest) WS_MUST_USE;
+
+/* [worker] Evicts by the rules above until used + need <= capacity.
+ * Returns 0 when that holds (also when capacity is unlimited), WS_ENOSPACE
+ * when it cannot be reached (what could be evicted was). */
+int ws_cache_evict_for(ws_cache_t *c, uint64_t need) WS_MUST_USE;
+/* [worker] Evicts one published release now. Refuses a pinned one
+ * (WS_EBUSY) unless force; refuses one being assembled (WS_EBUSY). Explicit
+ * eviction may remove one of the newest two of a model. Blobs still
+ * referenced by other releases stay. */
+int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest,
+                   int force) WS_MUST_USE;
+
+#endif
