@@ -89,5 +89,43 @@ uint32_t ws_mfile_chunk_len(const ws_manifest_t *m, const ws_mfile_t *f,
  * out of range. O(log nfiles). */
 int ws_manifest_locate(const ws_manifest_t *m, uint64_t chunk, uint32_t *file,
                        uint32_t *j) WS_MUST_USE;
+/* 1 if cs is a power of two in WS_CHUNK_SIZE_MIN..WS_CHUNK_SIZE_MAX. */
+int ws_manifest_chunk_size_ok(uint64_t cs);
+
+/* ---- building and verifying against a directory (manifest_build.c) ----
+ * Blocking file I/O and hashing on worker threads it starts itself: call
+ * from tools or from a uv_queue_work callback, never from a loop thread. */
+
+typedef struct {
+  uint32_t chunk_size;             /* 0: WS_CHUNK_SIZE_DEFAULT */
+  const char *model;               /* borrowed; may be NULL */
+  const char *version;             /* borrowed; may be NULL */
+  const char *created_at;          /* borrowed; NULL: now, UTC RFC 3339 */
+  unsigned nthreads;               /* 0: online CPUs; capped at 64 */
+  const ws_manifest_limits_t *lim; /* NULL: defaults */
+} ws_manifest_build_opts_t;
+
+/* Builds a v1 manifest of every regular file under dir (recursive, names
+ * sorted bytewise). A top-level manifest.json / manifest.json.sig is
+ * skipped (it is the release's own metadata). Symlinks are followed only to
+ * regular files inside dir; one escaping dir, dangling, or to a directory
+ * fails with WS_EPATH, as do special files and names breaking the manifest
+ * rules. Hashes each file and its chunks in parallel on nthreads threads with
+ * bounded memory (one 1 MiB buffer per thread). On success *out is a new
+ * manifest owned by the caller whose digest field is the sha256 of
+ * ws_manifest_serialize(*out). */
+int ws_manifest_build(const char *dir, const ws_manifest_build_opts_t *opts,
+                      ws_manifest_t **out, char *errbuf,
+                      size_t errlen) WS_MUST_USE;
+
+/* Checks every file of m against dir/<name>: it must be a regular file
+ * (symlinks followed, so a cache release dir verifies) of the right size
+ * whose sha256 and, unless whole-file, every chunk hash match. Extra files
+ * in dir are ignored. Returns 0, WS_EDIGEST (content mismatch),
+ * WS_ETRUNCATED (size mismatch), -ENOENT, ...; errbuf names the first
+ * failing file. m is borrowed. */
+int ws_manifest_verify_dir(const ws_manifest_t *m, const char *dir,
+                           unsigned nthreads, char *errbuf,
+                           size_t errlen) WS_MUST_USE;
 
 #endif
