@@ -1,0 +1,198 @@
+"""Helpers for tests that run real weightswarm processes.
+
+P2pd starts a real p2pd with its own cache and API socket, talks to its API
+over the unix socket (http.client), and stops it with SIGTERM or SIGKILL.
+make_release() writes a model-shaped directory: config.json,
+tokenizer.json, an index json and safetensors shards with real headers.
+"""
+import hashlib
+import http.client
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+def api(sock, method, path, body=None, timeout=30):
+    """One API call; returns (status, parsed JSON or text)."""
+    c = UnixHTTPConnection(sock, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data else {}
+        c.request(method, path, body=data, headers=headers)
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, raw.decode(errors="replace")
+    finally:
+        c.close()
+
+
+class P2pd:
+    def __init__(self, build, workdir, env, name="p2pd", extra=()):
+        self.build = build
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.cache = os.path.join(self.dir, "cache")
+        self.sock = os.path.join(self.dir, "api.sock")
+        self.env = env
+        self.extra = list(extra)
+        self.proc = None
+        self.log = os.path.join(self.dir, "p2pd.log")
+
+    def start(self, timeout=20):
+        args = [os.path.join(self.build, "peer", "p2pd"), "--cache", self.cache,
+                "--api", self.sock] + self.extra
+        self.logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.logf,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"p2pd exited {self.proc.returncode}: {self.tail()}")
+            try:
+                if api(self.sock, "GET", "/readyz", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("p2pd not ready: " + self.tail())
+
+    def tail(self, n=4000):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def api(self, method, path, body=None, timeout=30):
+        return api(self.sock, method, path, body, timeout)
+
+    def ctl(self, *args, check=False, timeout=600):
+        cmd = [os.path.join(self.build, "tools", "p2pctl"), "--api", self.sock] + list(args)
+        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{cmd} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def metric(self, name):
+        """Sum of all samples of a Prometheus metric from /metrics."""
+        st, text = self.api("GET", "/metrics")
+        assert st == 200
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and not line.startswith("#"):
+                rest = line[len(name):]
+                if rest[:1] in (" ", "{"):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        return rc
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+
+def write_random(path, size, seed):
+    """Deterministic pseudo-random bytes, fast (sha256 counter stream via
+    os.urandom is not reproducible; this one is)."""
+    h = hashlib.sha256(seed.encode()).digest()
+    block = (h * (1 << 15))  # 1 MiB
+    with open(path, "wb") as f:
+        left, i = size, 0
+        while left > 0:
+            n = min(left, len(block))
+            # vary every MiB so chunks differ
+            f.write(struct.pack("<Q", i) + block[8:n] if n > 8 else block[:n])
+            left -= n
+            i += 1
+
+
+def write_safetensors(path, nbytes, seed):
+    """A valid safetensors file: u64 header length, JSON header, raw data."""
+    n = nbytes // 4
+    header = {"__metadata__": {"format": "pt"},
+              "weight": {"dtype": "F32", "shape": [n], "data_offsets": [0, n * 4]}}
+    hb = json.dumps(header).encode()
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+    tmp = path + ".body"
+    write_random(tmp, n * 4, seed)
+    with open(path, "ab") as f, open(tmp, "rb") as b:
+        while True:
+            buf = b.read(1 << 20)
+            if not buf:
+                break
+            f.write(buf)
+    os.unlink(tmp)
+
+
+def make_release(d, shard_bytes, nshards=3, seed="ws"):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": 64, "seed": seed}, f)
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump({"version": "1.0", "model": {"vocab": {f"t{i}": i for i in range(2000)}}}, f)
+    names = [f"model-{i + 1:05d}-of-{nshards:05d}.safetensors" for i in range(nshards)]
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {f"w{i}": n for i, n in enumerate(names)}}, f)
+    for i, n in enumerate(names):
+        write_safetensors(os.path.join(d, n), shard_bytes, f"{seed}-{i}")
+    return d
+
+
+def read_safetensors(path):
+    """What an inference server does first: parse the header, touch data."""
+    with open(path, "rb") as f:
+        (hl,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(hl))
+        off = header["weight"]["data_offsets"]
+        f.seek(8 + hl + off[1] - 4)
+        assert len(f.read(4)) == 4
+    return header
+
+
+def tree_equal(a, b):
+    """Byte-for-byte comparison of every regular file under a with b."""
+    for root, _, files in os.walk(a):
+        for n in files:
+            pa = os.path.join(root, n)
+            pb = os.path.join(b, os.path.relpath(pa, a))
+            with open(pa, "rb") as fa, open(pb, "rb") as fb:
+                while True:
+                    x, y = fa.read(1 << 20), fb.read(1 << 20)
+                    if x != y:
+                        return False, os.path.relpath(pa, a)
+                    if not x:
+                        break
+    return True, None
