@@ -1,0 +1,284 @@
+/* msg_trk.c - codecs for the tracker family: ANNOUNCE, ANNOUNCE_REPLY,
+ * LEASE_RENEW and LEASE_RELEASE. Every array is capped (WS_MAX_PEERS,
+ * WS_MAX_LEASES, WS_MAX_LEASE_CHUNKS, WS_MAX_WANTED, WS_MAX_CHUNK_LIST,
+ * WS_MAX_TOTAL_CHUNKS) before anything is allocated. Pure.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto-int.h"
+
+/* ---- ANNOUNCE ---- */
+
+static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
+  uint32_t n = 7;
+  int rc;
+
+  if (a->total_chunks > WS_MAX_TOTAL_CHUNKS || a->event >= WS_ANN_LAST ||
+      a->role >= WS_SWARM_LAST || !ws_str_ok(a->zone, WS_ZONE_MAX) ||
+      (a->have_bits != NULL && a->have_list != NULL) ||
+      (a->have_bits != NULL && a->total_chunks == 0) ||
+      a->n_have_list > WS_MAX_CHUNK_LIST ||
+      (a->uri != NULL && !ws_str_ok(a->uri, WS_URI_MAX)))
+    return WS_EUSAGE;
+  for (uint32_t i = 0; a->have_list && i < a->n_have_list; i++)
+    if (a->total_chunks != 0 && a->have_list[i] >= a->total_chunks)
+      return WS_EUSAGE;
+  n += (a->have_bits != NULL) + (a->have_list != NULL) + (a->uri != NULL);
+  rc = msgpack_pack_map(pk, n) |
+       ws_pk_kv_bin(pk, "d", a->digest, WS_PROTO_DIGEST_LEN) |
+       ws_pk_kv_uint(pk, "tot", a->total_chunks) |
+       ws_pk_kv_uint(pk, "ev", a->event) | ws_pk_kv_uint(pk, "role", a->role) |
+       ws_pk_kv_bool(pk, "want", a->want) | ws_pk_kv_uint(pk, "port", a->port) |
+       ws_pk_kv_str(pk, "zone", a->zone);
+  if (a->have_bits != NULL)
+    rc |= ws_pk_kv_bin(pk, "have", a->have_bits,
+                       ws_bitfield_nbytes(a->total_chunks));
+  if (a->have_list != NULL)
+    rc |= ws_pk_kv_u32list(pk, "hd", a->have_list, a->n_have_list);
+  if (a->uri != NULL)
+    rc |= ws_pk_kv_str(pk, "uri", a->uri);
+  return rc;
+}
+
+static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
+  uint32_t ev = 0, role = 0, port = 0;
+  const uint8_t *bits = NULL;
+  size_t nbits = 0;
+  ws_bitfield_t bf;
+  int rc;
+
+  if ((rc = ws_mp_binfix(map, "d", true, a->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+      (rc = ws_mp_u32(map, "tot", true, WS_MAX_TOTAL_CHUNKS,
+                      &a->total_chunks)) < 0 ||
+      (rc = ws_mp_u32(map, "ev", false, WS_ANN_LAST - 1, &ev)) < 0 ||
+      (rc = ws_mp_u32(map, "role", true, WS_SWARM_LAST - 1, &role)) < 0 ||
+      (rc = ws_mp_bool(map, "want", true, &a->want)) < 0 ||
+      (rc = ws_mp_u32(map, "port", false, UINT16_MAX, &port)) < 0 ||
+      (rc = ws_mp_strbuf(map, "zone", false, a->zone, WS_ZONE_MAX)) < 0 ||
+      (rc = ws_mp_bin(map, "have", false, &bits, &nbits)) < 0)
+    return rc;
+  a->event = (uint8_t)ev;
+  a->role = (uint8_t)role;
+  a->port = (uint16_t)port;
+  if (bits != NULL) {
+    if (a->total_chunks == 0)
+      return WS_EBADMSG;
+    rc = ws_bitfield_from_bytes(&bf, a->total_chunks, bits, nbits);
+    if (rc < 0)
+      return rc;
+    a->have_bits = bf.bits;
+  }
+  rc = ws_mp_u32list(map, "hd", false, WS_MAX_CHUNK_LIST, a->total_chunks,
+                     &a->have_list, &a->n_have_list);
+  if (rc < 0)
+    return rc;
+  if (ws_mp_find(map, "hd") != NULL && a->have_bits != NULL)
+    return WS_EBADMSG; /* one form or the other, never both */
+  return ws_mp_strdup(map, "uri", false, WS_URI_MAX, &a->uri);
+}
+
+/* ---- ANNOUNCE_REPLY ---- */
+
+static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
+  int rc;
+
+  if (r->n_peers > WS_MAX_PEERS || r->n_leases > WS_MAX_LEASES ||
+      r->n_wanted > WS_MAX_WANTED || (r->n_peers && !r->peers) ||
+      (r->n_leases && !r->leases) || (r->n_wanted && !r->wanted))
+    return WS_EUSAGE;
+  rc = msgpack_pack_map(pk, 5) |
+       ws_pk_kv_bin(pk, "d", r->digest, WS_PROTO_DIGEST_LEN) |
+       ws_pk_kv_uint(pk, "iv", r->interval_ms) | ws_pk_key(pk, "peers") |
+       msgpack_pack_array(pk, r->n_peers);
+  for (uint32_t i = 0; i < r->n_peers; i++) {
+    const ws_peer_info_t *p = &r->peers[i];
+    if (!ws_str_ok(p->node_id, WS_NODE_ID_MAX) || p->node_id[0] == '\0' ||
+        !ws_str_ok(p->host, WS_HOST_MAX) || p->host[0] == '\0' ||
+        !ws_str_ok(p->zone, WS_ZONE_MAX))
+      return WS_EUSAGE;
+    rc |= msgpack_pack_map(pk, 4) | ws_pk_kv_str(pk, "id", p->node_id) |
+          ws_pk_kv_str(pk, "host", p->host) |
+          ws_pk_kv_uint(pk, "port", p->port) |
+          ws_pk_kv_str(pk, "zone", p->zone);
+  }
+  rc |= ws_pk_key(pk, "leases") | msgpack_pack_array(pk, r->n_leases);
+  for (uint32_t i = 0; i < r->n_leases; i++) {
+    const ws_lease_t *l = &r->leases[i];
+    if (l->n_chunks == 0 || l->n_chunks > WS_MAX_LEASE_CHUNKS ||
+        l->chunks == NULL)
+      return WS_EUSAGE;
+    rc |= msgpack_pack_map(pk, 3) |
+          ws_pk_kv_bin(pk, "d", l->digest, WS_PROTO_DIGEST_LEN) |
+          ws_pk_kv_u32list(pk, "c", l->chunks, l->n_chunks) |
+          ws_pk_kv_uint(pk, "ttl", l->ttl_ms);
+  }
+  rc |= ws_pk_key(pk, "wanted") | msgpack_pack_array(pk, r->n_wanted);
+  for (uint32_t i = 0; i < r->n_wanted; i++) {
+    const ws_wanted_t *w = &r->wanted[i];
+    if (w->uri != NULL && !ws_str_ok(w->uri, WS_URI_MAX))
+      return WS_EUSAGE;
+    rc |= msgpack_pack_map(pk, w->uri ? 2 : 1) |
+          ws_pk_kv_bin(pk, "d", w->digest, WS_PROTO_DIGEST_LEN);
+    if (w->uri != NULL)
+      rc |= ws_pk_kv_str(pk, "uri", w->uri);
+  }
+  return rc;
+}
+
+/* Returns the array under key (absent = empty), capped at max. */
+static int reply_array(const msgpack_object *map, const char *key, uint32_t max,
+                       const msgpack_object **arr, uint32_t *n) {
+  const msgpack_object *o = ws_mp_find(map, key);
+
+  *arr = NULL;
+  *n = 0;
+  if (o == NULL)
+    return 0;
+  if (o->type != MSGPACK_OBJECT_ARRAY)
+    return WS_EBADMSG;
+  if (o->via.array.size > max)
+    return WS_ELIMIT;
+  *arr = o->via.array.ptr;
+  *n = o->via.array.size;
+  return 0;
+}
+
+static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
+  const msgpack_object *pa, *la, *wa;
+  uint32_t np, nl, nw;
+  int rc;
+
+  if ((rc = ws_mp_binfix(map, "d", true, r->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+      (rc = ws_mp_u32(map, "iv", true, UINT32_MAX, &r->interval_ms)) < 0 ||
+      (rc = reply_array(map, "peers", WS_MAX_PEERS, &pa, &np)) < 0 ||
+      (rc = reply_array(map, "leases", WS_MAX_LEASES, &la, &nl)) < 0 ||
+      (rc = reply_array(map, "wanted", WS_MAX_WANTED, &wa, &nw)) < 0)
+    return rc;
+  if (np > 0 && (r->peers = calloc(np, sizeof(*r->peers))) == NULL)
+    return -ENOMEM;
+  for (; r->n_peers < np; r->n_peers++) {
+    const msgpack_object *e = &pa[r->n_peers];
+    ws_peer_info_t *p = &r->peers[r->n_peers];
+    uint32_t port = 0;
+    if (e->type != MSGPACK_OBJECT_MAP)
+      return WS_EBADMSG;
+    if ((rc = ws_mp_strbuf(e, "id", true, p->node_id, WS_NODE_ID_MAX)) < 0 ||
+        (rc = ws_mp_strbuf(e, "host", true, p->host, WS_HOST_MAX)) < 0 ||
+        (rc = ws_mp_u32(e, "port", true, UINT16_MAX, &port)) < 0 ||
+        (rc = ws_mp_strbuf(e, "zone", false, p->zone, WS_ZONE_MAX)) < 0)
+      return rc;
+    if (p->node_id[0] == '\0' || p->host[0] == '\0')
+      return WS_EBADMSG;
+    p->port = (uint16_t)port;
+  }
+  if (nl > 0 && (r->leases = calloc(nl, sizeof(*r->leases))) == NULL)
+    return -ENOMEM;
+  for (; r->n_leases < nl; r->n_leases++) {
+    const msgpack_object *e = &la[r->n_leases];
+    ws_lease_t *l = &r->leases[r->n_leases];
+    if (e->type != MSGPACK_OBJECT_MAP)
+      return WS_EBADMSG;
+    if ((rc = ws_mp_binfix(e, "d", true, l->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+        (rc = ws_mp_u32(e, "ttl", true, UINT32_MAX, &l->ttl_ms)) < 0 ||
+        (rc = ws_mp_u32list(e, "c", true, WS_MAX_LEASE_CHUNKS, 0, &l->chunks,
+                            &l->n_chunks)) < 0)
+      return rc;
+    if (l->n_chunks == 0)
+      return WS_EBADMSG;
+  }
+  if (nw > 0 && (r->wanted = calloc(nw, sizeof(*r->wanted))) == NULL)
+    return -ENOMEM;
+  for (; r->n_wanted < nw; r->n_wanted++) {
+    const msgpack_object *e = &wa[r->n_wanted];
+    ws_wanted_t *w = &r->wanted[r->n_wanted];
+    if (e->type != MSGPACK_OBJECT_MAP)
+      return WS_EBADMSG;
+    if ((rc = ws_mp_binfix(e, "d", true, w->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+        (rc = ws_mp_strdup(e, "uri", false, WS_URI_MAX, &w->uri)) < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- LEASE_RENEW / LEASE_RELEASE ---- */
+
+static int lease_encode(const ws_lease_upd_t *l, msgpack_packer *pk) {
+  if (l->n_chunks > WS_MAX_CHUNK_LIST || l->n_done > WS_MAX_CHUNK_LIST ||
+      (l->n_chunks && !l->chunks) || (l->n_done && !l->done))
+    return WS_EUSAGE;
+  return msgpack_pack_map(pk, 3) |
+         ws_pk_kv_bin(pk, "d", l->digest, WS_PROTO_DIGEST_LEN) |
+         ws_pk_kv_u32list(pk, "c", l->chunks, l->n_chunks) |
+         ws_pk_kv_u32list(pk, "done", l->done, l->n_done);
+}
+
+static int lease_decode(const msgpack_object *map, ws_lease_upd_t *l) {
+  int rc;
+
+  if ((rc = ws_mp_binfix(map, "d", true, l->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+      (rc = ws_mp_u32list(map, "c", false, WS_MAX_CHUNK_LIST, 0, &l->chunks,
+                          &l->n_chunks)) < 0 ||
+      (rc = ws_mp_u32list(map, "done", false, WS_MAX_CHUNK_LIST, 0, &l->done,
+                          &l->n_done)) < 0)
+    return rc;
+  return 0;
+}
+
+int ws_trk_encode(const ws_msg_t *m, msgpack_packer *pk) {
+  switch (m->type) {
+  case WS_MSG_ANNOUNCE:
+    return announce_encode(&m->u.announce, pk);
+  case WS_MSG_ANNOUNCE_REPLY:
+    return reply_encode(&m->u.announce_reply, pk);
+  case WS_MSG_LEASE_RENEW:
+  case WS_MSG_LEASE_RELEASE:
+    return lease_encode(&m->u.lease, pk);
+  default:
+    return WS_EUSAGE;
+  }
+}
+
+int ws_trk_decode(uint8_t type, const msgpack_object *map, ws_msg_t *m) {
+  switch (type) {
+  case WS_MSG_ANNOUNCE:
+    return announce_decode(map, &m->u.announce);
+  case WS_MSG_ANNOUNCE_REPLY:
+    return reply_decode(map, &m->u.announce_reply);
+  case WS_MSG_LEASE_RENEW:
+  case WS_MSG_LEASE_RELEASE:
+    return lease_decode(map, &m->u.lease);
+  default:
+    return WS_EPROTO;
+  }
+}
+
+void ws_trk_free(ws_msg_t *m) {
+  switch (m->type) {
+  case WS_MSG_ANNOUNCE:
+    free(m->u.announce.have_bits);
+    free(m->u.announce.have_list);
+    free(m->u.announce.uri);
+    break;
+  case WS_MSG_ANNOUNCE_REPLY: {
+    ws_announce_reply_t *r = &m->u.announce_reply;
+    free(r->peers);
+    for (uint32_t i = 0; r->leases && i < r->n_leases; i++)
+      free(r->leases[i].chunks);
+    free(r->leases);
+    for (uint32_t i = 0; r->wanted && i < r->n_wanted; i++)
+      free(r->wanted[i].uri);
+    free(r->wanted);
+    break;
+  }
+  case WS_MSG_LEASE_RENEW:
+  case WS_MSG_LEASE_RELEASE:
+    free(m->u.lease.chunks);
+    free(m->u.lease.done);
+    break;
+  default:
+    break;
+  }
+  memset(&m->u, 0, sizeof(m->u));
+}
