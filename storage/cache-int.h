@@ -1,0 +1,82 @@
+/* cache-int.h - ledger internals shared by cache*.c and store*.c only.
+ *
+ * Every *_locked function must be called with c->mu held. The store takes the
+ * mutex around a reservation so that a check-then-reserve is atomic.
+ */
+#ifndef WS_CACHE_INT_H
+#define WS_CACHE_INT_H
+
+#include <pthread.h>
+
+#include "cache.h"
+#include "manifest.h"
+
+typedef struct {
+  ws_hash_t h;
+  uint64_t bytes;
+} cache_item_t;
+
+typedef struct {
+  cache_item_t *v; /* sorted by hash */
+  size_t n, cap;
+} cache_set_t;
+
+typedef struct {
+  ws_hash_t digest;
+  char model[WS_CACHE_MODEL_MAX];
+  char version[WS_CACHE_MODEL_MAX];
+  uint64_t published_ns; /* 0 while assembling */
+  uint64_t accessed_ns;
+  uint64_t meta_bytes; /* manifest.json size once published */
+  int pinned;
+  int assembling;
+  cache_item_t *files; /* unique files: sha256 + size */
+  uint32_t nfiles;
+} cache_rel_t;
+
+struct ws_cache_s {
+  pthread_mutex_t mu;
+  char *root; /* owned */
+  uint64_t capacity;
+  cache_set_t blobs;
+  cache_set_t partials; /* bytes = data + bitmap file */
+  cache_rel_t **rels;   /* owned entries */
+  size_t nrels, caprels;
+  uint64_t evicted_releases;
+  uint64_t evicted_bytes;
+};
+
+/* Returns a new ledger for root (copied); free with cache_free. */
+int cache_new(const char *root, uint64_t capacity, ws_cache_t **out);
+void cache_free(ws_cache_t *c);
+
+uint64_t cache_used_locked(const ws_cache_t *c);
+uint64_t cache_now_ns(void);
+
+/* Sorted hash sets. _add replaces bytes of an existing entry. */
+cache_item_t *cache_set_find(const cache_set_t *s, const ws_hash_t *h);
+int cache_set_add(cache_set_t *s, const ws_hash_t *h, uint64_t bytes);
+void cache_set_remove(cache_set_t *s, const ws_hash_t *h);
+
+/* Releases. _add copies what it needs from m (unique files, names). */
+cache_rel_t *cache_rel_find_locked(ws_cache_t *c, const ws_hash_t *digest);
+int cache_rel_add_locked(ws_cache_t *c, const ws_manifest_t *m,
+                         cache_rel_t **out);
+void cache_rel_remove_locked(ws_cache_t *c, cache_rel_t *r);
+/* 1 if any release other than skip (published or assembling, or only
+ * assembling ones when assembling_only) lists file h. */
+int cache_file_referenced_locked(const ws_cache_t *c, const ws_hash_t *h,
+                                 const cache_rel_t *skip, int assembling_only);
+
+/* 1 if r is published and among the newest two of its model. */
+int cache_rel_kept_locked(const ws_cache_t *c, const cache_rel_t *r);
+
+int cache_evict_for_locked(ws_cache_t *c, uint64_t need);
+
+/* state/sha256-<hex>.json: pinned, published_ns, accessed_ns. Load leaves
+ * fields untouched when the file is absent or unreadable. */
+void cache_state_load(ws_cache_t *c, cache_rel_t *r);
+int cache_state_save(ws_cache_t *c, const cache_rel_t *r, int durable);
+void cache_state_remove(ws_cache_t *c, const ws_hash_t *digest);
+
+#endif

@@ -1,0 +1,165 @@
+/* cache_evict.c - eviction policy and the deletions it performs (rules in
+ * cache.h). Runs with c->mu held, on a worker thread: deleting a release
+ * while the ledger is locked keeps a concurrent reservation from counting
+ * bytes that are about to vanish or from resurrecting a blob being removed.
+ *
+ * Crash ordering when evicting a release: the release directory is renamed
+ * to a hidden trash name (so it disappears atomically), then deleted, then
+ * the blobs nobody references any more are unlinked. A crash in between
+ * leaves only orphans, which the next eviction or startup scan removes.
+ */
+#include "store-int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void blob_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
+  char path[PATH_MAX];
+  cache_item_t *it = cache_set_find(&c->blobs, h);
+  if (it == NULL)
+    return;
+  c->evicted_bytes += it->bytes;
+  cache_set_remove(&c->blobs, h);
+  if (store_path_blob(c->root, h, path, sizeof(path)) == 0)
+    (void)unlink(path);
+}
+
+static void partial_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
+  char path[PATH_MAX];
+  cache_item_t *it = cache_set_find(&c->partials, h);
+  if (it == NULL)
+    return;
+  c->evicted_bytes += it->bytes;
+  cache_set_remove(&c->partials, h);
+  /* The bitmap goes first: a bitmap without its data file is discarded at
+   * startup, while data without a bitmap is simply refetched. */
+  if (store_path_partial(c->root, h, "bits", path, sizeof(path)) == 0)
+    (void)unlink(path);
+  if (store_path_partial(c->root, h, "data", path, sizeof(path)) == 0)
+    (void)unlink(path);
+}
+
+static int release_dir_remove(ws_cache_t *c, const ws_hash_t *digest) {
+  char path[PATH_MAX], trash[PATH_MAX], hex[WS_SHA256_HEX_LEN + 1];
+  int err, n;
+  if ((err = store_path_release(c->root, digest, path, sizeof(path))) != 0)
+    return err;
+  ws_hash_to_hex(digest, hex);
+  n = snprintf(trash, sizeof(trash), "%s/releases/.trash-sha256-%s", c->root,
+               hex);
+  if (n < 0 || (size_t)n >= sizeof(trash))
+    return -ENAMETOOLONG;
+  (void)store_fs_rm_rf(trash);
+  if (rename(path, trash) != 0) {
+    if (errno != ENOENT)
+      return -errno;
+  } else if ((err = store_fs_fsync_parent(trash)) != 0) {
+    return err;
+  }
+  store_crash_point("evict-release-gone");
+  return store_fs_rm_rf(trash);
+}
+
+static int release_evict_locked(ws_cache_t *c, cache_rel_t *r) {
+  cache_item_t *files;
+  uint32_t nfiles;
+  int err;
+  if ((err = release_dir_remove(c, &r->digest)) != 0)
+    return err;
+  cache_state_remove(c, &r->digest);
+  c->evicted_bytes += r->meta_bytes;
+  c->evicted_releases++;
+  /* Take the file list before the release entry goes away. */
+  files = r->files;
+  nfiles = r->nfiles;
+  r->files = NULL;
+  r->nfiles = 0;
+  cache_rel_remove_locked(c, r);
+  for (uint32_t k = 0; k < nfiles; k++)
+    if (!cache_file_referenced_locked(c, &files[k].h, NULL, 0))
+      blob_remove_locked(c, &files[k].h);
+  free(files);
+  return 0;
+}
+
+/* Removes one orphan blob or partial; 1 if one was removed. */
+static int orphan_remove_one_locked(ws_cache_t *c) {
+  for (size_t i = 0; i < c->blobs.n; i++) {
+    ws_hash_t h = c->blobs.v[i].h;
+    if (!cache_file_referenced_locked(c, &h, NULL, 0)) {
+      blob_remove_locked(c, &h);
+      return 1;
+    }
+  }
+  for (size_t i = 0; i < c->partials.n; i++) {
+    ws_hash_t h = c->partials.v[i].h;
+    if (!cache_file_referenced_locked(c, &h, NULL, 0)) {
+      partial_remove_locked(c, &h);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Least recently accessed evictable release, or NULL. */
+static cache_rel_t *victim_pick_locked(ws_cache_t *c) {
+  cache_rel_t *best = NULL;
+  for (size_t i = 0; i < c->nrels; i++) {
+    cache_rel_t *r = c->rels[i];
+    if (r->assembling || r->pinned || cache_rel_kept_locked(c, r))
+      continue;
+    if (best == NULL || r->accessed_ns < best->accessed_ns ||
+        (r->accessed_ns == best->accessed_ns &&
+         r->published_ns < best->published_ns))
+      best = r;
+  }
+  return best;
+}
+
+int cache_evict_for_locked(ws_cache_t *c, uint64_t need) {
+  int err;
+  if (c->capacity == 0)
+    return 0;
+  while (cache_used_locked(c) + need > c->capacity) {
+    cache_rel_t *r;
+    if (orphan_remove_one_locked(c))
+      continue;
+    r = victim_pick_locked(c);
+    if (r == NULL)
+      return WS_ENOSPACE;
+    if ((err = release_evict_locked(c, r)) != 0)
+      return err;
+  }
+  return 0;
+}
+
+int ws_cache_evict_for(ws_cache_t *c, uint64_t need) {
+  int err;
+  pthread_mutex_lock(&c->mu);
+  err = cache_evict_for_locked(c, need);
+  pthread_mutex_unlock(&c->mu);
+  return err;
+}
+
+int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest, int force) {
+  cache_rel_t *r;
+  int err;
+  pthread_mutex_lock(&c->mu);
+  r = cache_rel_find_locked(c, digest);
+  if (r == NULL) {
+    err = WS_ENOTFOUND;
+    goto out;
+  }
+  if (r->assembling || (r->pinned && !force)) {
+    err = WS_EBUSY;
+    goto out;
+  }
+  err = release_evict_locked(c, r);
+out:
+  pthread_mutex_unlock(&c->mu);
+  return err;
+}

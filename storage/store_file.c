@@ -1,0 +1,389 @@
+/* store_file.c - one in-progress file: partial/<hex>.data (preallocated,
+ * chunks pwritten at their offsets) and partial/<hex>.bits (bitmap journal:
+ * 16-byte header, then one bit per chunk). Worker threads; several may write
+ * different chunks of one handle at once (pf->mu guards the bitmap).
+ *
+ * Ordering that makes a crash harmless: a chunk's data is fdatasync'ed
+ * before its bit is written, and the bit is fdatasync'ed before the chunk is
+ * reported done. A bit therefore never claims bytes that are not on disk; an
+ * unmarked chunk (in flight at the crash) is simply fetched again. The file
+ * only becomes visible (blobs/) after its whole sha256 matched, it was
+ * fsynced and made read-only; the rename is the commit point.
+ */
+#include "store-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ws_store_file_s {
+  ws_store_t *st;      /* borrowed */
+  const ws_mfile_t *f; /* borrowed */
+  uint32_t chunk_size;
+  uint32_t nchunks;
+  int data_fd; /* -1 when complete */
+  int bits_fd;
+  pthread_mutex_t mu; /* guards bits, ndone, complete */
+  uint8_t *bits;      /* nchunks bits */
+  uint32_t ndone;
+  int complete;
+};
+
+static size_t bits_bytes(uint32_t nchunks) {
+  return ((size_t)nchunks + 7) / 8;
+}
+
+static void le32_put(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t le32_get(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+static int blob_exists(const ws_store_t *st, const ws_hash_t *h) {
+  char path[PATH_MAX];
+  struct stat sb;
+  if (store_path_blob(st->root, h, path, sizeof(path)) != 0)
+    return 0;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static void ledger_partial_set(ws_store_file_t *pf) {
+  ws_cache_t *c = pf->st->cache;
+  pthread_mutex_lock(&c->mu);
+  (void)cache_set_add(&c->partials, &pf->f->sha256,
+                      pf->f->size + STORE_BITS_HDR + bits_bytes(pf->nchunks));
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Writes a fresh all-zero bitmap file (tmp + fsync + rename + dir fsync). */
+static int bits_create(ws_store_file_t *pf, const char *bits_path) {
+  size_t n = STORE_BITS_HDR + bits_bytes(pf->nchunks);
+  uint8_t *buf = calloc(1, n);
+  int err;
+  if (buf == NULL)
+    return -ENOMEM;
+  memcpy(buf, STORE_BITS_MAGIC, 8);
+  le32_put(buf + 8, pf->nchunks);
+  le32_put(buf + 12, pf->chunk_size);
+  err = store_fs_write_atomic(bits_path, buf, n, 1);
+  free(buf);
+  return err;
+}
+
+/* Reads the bitmap; 0 if it is valid for this file's geometry. */
+static int bits_load(ws_store_file_t *pf, int fd) {
+  uint8_t hdr[STORE_BITS_HDR];
+  struct stat sb;
+  size_t nb = bits_bytes(pf->nchunks);
+  int err;
+  if (fstat(fd, &sb) != 0)
+    return -errno;
+  if ((uint64_t)sb.st_size != STORE_BITS_HDR + nb)
+    return WS_ECORRUPT;
+  if ((err = store_fs_pread_all(fd, hdr, sizeof(hdr), 0)) != 0)
+    return err;
+  if (memcmp(hdr, STORE_BITS_MAGIC, 8) != 0 ||
+      le32_get(hdr + 8) != pf->nchunks || le32_get(hdr + 12) != pf->chunk_size)
+    return WS_ECORRUPT;
+  if ((err = store_fs_pread_all(fd, pf->bits, nb, STORE_BITS_HDR)) != 0)
+    return err;
+  /* Bits past nchunks in the last byte are never set by us. */
+  if (pf->nchunks % 8)
+    pf->bits[nb - 1] &= (uint8_t)((1u << (pf->nchunks % 8)) - 1);
+  pf->ndone = 0;
+  for (uint32_t j = 0; j < pf->nchunks; j++)
+    pf->ndone += (pf->bits[j / 8] >> (j % 8)) & 1;
+  return 0;
+}
+
+/* Opens the partial's data and bitmap, resuming when both are consistent and
+ * starting over (every chunk to fetch) otherwise. */
+static int partial_load(ws_store_file_t *pf) {
+  char dpath[PATH_MAX], bpath[PATH_MAX];
+  struct stat sb;
+  int err, r;
+  const ws_hash_t *h = &pf->f->sha256;
+  if ((err = store_path_partial(pf->st->root, h, "data", dpath,
+                                sizeof(dpath))) != 0 ||
+      (err = store_path_partial(pf->st->root, h, "bits", bpath,
+                                sizeof(bpath))) != 0)
+    return err;
+  pf->data_fd = open(dpath, O_RDWR | O_CLOEXEC);
+  pf->bits_fd = open(bpath, O_RDWR | O_CLOEXEC);
+  if (pf->data_fd >= 0 && pf->bits_fd >= 0 && fstat(pf->data_fd, &sb) == 0 &&
+      (uint64_t)sb.st_size == pf->f->size && bits_load(pf, pf->bits_fd) == 0)
+    return 0;
+
+  /* Start over. The bitmap goes first so that no stale bit can ever describe
+   * the new data file. */
+  if (pf->bits_fd >= 0)
+    close(pf->bits_fd);
+  pf->bits_fd = -1;
+  if (unlink(bpath) != 0 && errno != ENOENT)
+    return -errno;
+  memset(pf->bits, 0, bits_bytes(pf->nchunks));
+  pf->ndone = 0;
+  if (pf->data_fd < 0)
+    pf->data_fd = open(dpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (pf->data_fd < 0)
+    return -errno;
+  if (ftruncate(pf->data_fd, (off_t)pf->f->size) != 0)
+    return -errno;
+  /* Reserve the blocks now: ENOSPC here, before any download, not halfway. */
+  if (pf->f->size > 0 &&
+      (r = posix_fallocate(pf->data_fd, 0, (off_t)pf->f->size)) != 0)
+    return -r;
+  if (fsync(pf->data_fd) != 0)
+    return -errno;
+  if ((err = store_fs_fsync_parent(dpath)) != 0)
+    return err;
+  if ((err = bits_create(pf, bpath)) != 0)
+    return err;
+  pf->bits_fd = open(bpath, O_RDWR | O_CLOEXEC);
+  return pf->bits_fd < 0 ? -errno : 0;
+}
+
+int ws_store_file_open(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size,
+                       ws_store_file_t **out) {
+  ws_store_file_t *pf;
+  uint64_t n;
+  int err;
+  if (chunk_size == 0)
+    return WS_EUSAGE;
+  n = (f->size + chunk_size - 1) / chunk_size;
+  if (n > UINT32_MAX || (f->chunks != NULL && n != f->nchunks))
+    return WS_ECHUNKCOUNT;
+  pf = calloc(1, sizeof(*pf));
+  if (pf == NULL)
+    return -ENOMEM;
+  pf->st = st;
+  pf->f = f;
+  pf->chunk_size = chunk_size;
+  pf->nchunks = (uint32_t)n;
+  pf->data_fd = pf->bits_fd = -1;
+  pthread_mutex_init(&pf->mu, NULL);
+  pf->bits = calloc(1, bits_bytes(pf->nchunks) + 1);
+  if (pf->bits == NULL) {
+    err = -ENOMEM;
+    goto fail;
+  }
+  if (blob_exists(st, &f->sha256)) {
+    pf->complete = 1;
+    pf->ndone = pf->nchunks;
+    memset(pf->bits, 0xff, bits_bytes(pf->nchunks));
+    *out = pf;
+    return 0;
+  }
+  if ((err = partial_load(pf)) != 0)
+    goto fail;
+  ledger_partial_set(pf);
+  *out = pf;
+  return 0;
+
+fail:
+  ws_store_file_close(pf);
+  return err;
+}
+
+void ws_store_file_close(ws_store_file_t *pf) {
+  if (pf == NULL)
+    return;
+  if (pf->data_fd >= 0)
+    close(pf->data_fd);
+  if (pf->bits_fd >= 0)
+    close(pf->bits_fd);
+  pthread_mutex_destroy(&pf->mu);
+  free(pf->bits);
+  free(pf);
+}
+
+uint32_t ws_store_file_nchunks(const ws_store_file_t *pf) {
+  return pf->nchunks;
+}
+
+uint64_t ws_store_file_chunk_offset(const ws_store_file_t *pf, uint32_t j) {
+  return (uint64_t)j * pf->chunk_size;
+}
+
+uint32_t ws_store_file_chunk_len(const ws_store_file_t *pf, uint32_t j) {
+  uint64_t off = (uint64_t)j * pf->chunk_size;
+  if (j >= pf->nchunks)
+    return 0;
+  return (uint32_t)(pf->f->size - off < pf->chunk_size ? pf->f->size - off
+                                                       : pf->chunk_size);
+}
+
+int ws_store_file_has_chunk(ws_store_file_t *pf, uint32_t j) {
+  int r;
+  if (j >= pf->nchunks)
+    return 0;
+  pthread_mutex_lock(&pf->mu);
+  r = (pf->bits[j / 8] >> (j % 8)) & 1;
+  pthread_mutex_unlock(&pf->mu);
+  return r;
+}
+
+uint32_t ws_store_file_done_count(ws_store_file_t *pf) {
+  uint32_t n;
+  pthread_mutex_lock(&pf->mu);
+  n = pf->ndone;
+  pthread_mutex_unlock(&pf->mu);
+  return n;
+}
+
+int ws_store_file_complete(ws_store_file_t *pf) {
+  int r;
+  pthread_mutex_lock(&pf->mu);
+  r = pf->complete;
+  pthread_mutex_unlock(&pf->mu);
+  return r;
+}
+
+int ws_store_file_fd(const ws_store_file_t *pf) {
+  return pf->data_fd;
+}
+
+int ws_store_chunk_check(const void *data, size_t len,
+                         const ws_hash_t *expect) {
+  ws_hash_t h;
+  int err = ws_sha256(data, len, &h);
+  if (err != 0)
+    return err;
+  return ws_hash_eq(&h, expect) ? 0 : WS_EDIGEST;
+}
+
+/* Sets bit j durably. The caller made the chunk's data durable first. */
+static int bit_commit(ws_store_file_t *pf, uint32_t j) {
+  uint8_t byte;
+  int err = 0;
+  pthread_mutex_lock(&pf->mu);
+  if ((pf->bits[j / 8] >> (j % 8)) & 1)
+    goto out;
+  byte = pf->bits[j / 8] | (uint8_t)(1u << (j % 8));
+  /* One byte never straddles a sector, so the write is atomic on disk. */
+  if ((err = store_fs_pwrite_all(pf->bits_fd, &byte, 1,
+                                 STORE_BITS_HDR + j / 8)) != 0)
+    goto out;
+  if (fdatasync(pf->bits_fd) != 0) {
+    err = -errno;
+    goto out;
+  }
+  pf->bits[j / 8] = byte;
+  pf->ndone++;
+out:
+  pthread_mutex_unlock(&pf->mu);
+  if (err == 0)
+    store_crash_point("chunk-bit");
+  return err;
+}
+
+int ws_store_chunk_commit(ws_store_file_t *pf, uint32_t j) {
+  if (j >= pf->nchunks || ws_store_file_complete(pf))
+    return j >= pf->nchunks ? WS_EUSAGE : 0;
+  if (fdatasync(pf->data_fd) != 0)
+    return -errno;
+  store_crash_point("chunk-datasync");
+  return bit_commit(pf, j);
+}
+
+int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
+                         size_t len) {
+  int err;
+  if (j >= pf->nchunks || len != ws_store_file_chunk_len(pf, j))
+    return WS_EUSAGE;
+  if (ws_store_file_has_chunk(pf, j))
+    return 0;
+  if (pf->f->chunks != NULL &&
+      (err = ws_store_chunk_check(data, len, &pf->f->chunks[j])) != 0)
+    return err;
+  if ((err = store_fs_pwrite_all(pf->data_fd, data, len,
+                                 ws_store_file_chunk_offset(pf, j))) != 0)
+    return err;
+  store_crash_point("chunk-pwrite");
+  return ws_store_chunk_commit(pf, j);
+}
+
+/* Moves the verified data file to its blob name without ever replacing an
+ * existing blob (readers may have it mmapped). */
+static int blob_link(const char *from, const char *to) {
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+    return 0;
+  if (errno == EEXIST)
+    return unlink(from) == 0 ? 0 : -errno;
+  if (errno != EINVAL && errno != ENOSYS)
+    return -errno;
+  if (link(from, to) != 0 && errno != EEXIST)
+    return -errno;
+  return unlink(from) == 0 ? 0 : -errno;
+}
+
+static int finish_discard(ws_store_file_t *pf) {
+  int err;
+  pthread_mutex_lock(&pf->mu);
+  close(pf->bits_fd);
+  close(pf->data_fd);
+  pf->bits_fd = pf->data_fd = -1;
+  /* Force the start-over path by invalidating the bitmap. */
+  err = partial_load(pf);
+  pthread_mutex_unlock(&pf->mu);
+  return err;
+}
+
+int ws_store_file_finish(ws_store_file_t *pf) {
+  char dpath[PATH_MAX], bpath[PATH_MAX], blob[PATH_MAX];
+  ws_hash_t h;
+  ws_cache_t *c = pf->st->cache;
+  int err;
+  if (ws_store_file_complete(pf))
+    return 0;
+  if (ws_store_file_done_count(pf) != pf->nchunks)
+    return WS_EBUSY;
+  if ((err = store_path_partial(pf->st->root, &pf->f->sha256, "data", dpath,
+                                sizeof(dpath))) != 0 ||
+      (err = store_path_partial(pf->st->root, &pf->f->sha256, "bits", bpath,
+                                sizeof(bpath))) != 0 ||
+      (err = store_path_blob(pf->st->root, &pf->f->sha256, blob,
+                             sizeof(blob))) != 0)
+    return err;
+  if ((err = ws_sha256_fd(pf->data_fd, 0, pf->f->size, &h)) != 0)
+    return err;
+  if (!ws_hash_eq(&h, &pf->f->sha256)) {
+    (void)unlink(bpath);
+    err = finish_discard(pf);
+    return err != 0 ? err : WS_EDIGEST;
+  }
+  store_crash_point("finish-verified");
+  if (fsync(pf->data_fd) != 0 || fchmod(pf->data_fd, 0444) != 0)
+    return -errno;
+  if ((err = store_fs_mkdirs_parent(blob)) != 0)
+    return err;
+  store_crash_point("finish-before-rename");
+  if ((err = blob_link(dpath, blob)) != 0)
+    return err;
+  store_crash_point("finish-after-rename");
+  if ((err = store_fs_fsync_parent(blob)) != 0)
+    return err;
+  (void)unlink(bpath);
+
+  pthread_mutex_lock(&pf->mu);
+  close(pf->data_fd);
+  close(pf->bits_fd);
+  pf->data_fd = pf->bits_fd = -1;
+  pf->complete = 1;
+  pthread_mutex_unlock(&pf->mu);
+
+  pthread_mutex_lock(&c->mu);
+  cache_set_remove(&c->partials, &pf->f->sha256);
+  err = cache_set_add(&c->blobs, &pf->f->sha256, pf->f->size);
+  pthread_mutex_unlock(&c->mu);
+  return err;
+}

@@ -1,0 +1,244 @@
+/* store_scan.c - rebuilds the ledger at open by scanning the cache (the disk
+ * is the truth; state/ only adds pins and times) and removes leftovers of
+ * interrupted operations: temp files, hidden temp/trash release dirs,
+ * partials whose blob already exists, bitmaps without data, releases whose
+ * manifest or blobs are missing. Worker thread, before the store is shared.
+ */
+#include "store-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 1 if s[0..n) is exactly want lowercase hex digits. */
+static int is_hexn(const char *s, size_t n, size_t want) {
+  if (n != want)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return 0;
+  return 1;
+}
+
+static int is_hex64(const char *s, size_t n) {
+  return is_hexn(s, n, WS_SHA256_HEX_LEN);
+}
+
+static int scan_blob_dir(ws_cache_t *c, const char *dir, const char *ab) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int err = 0;
+  if (d == NULL)
+    return -errno;
+  while ((e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    struct stat sb;
+    ws_hash_t h;
+    if (!is_hex64(e->d_name, strlen(e->d_name)) ||
+        memcmp(e->d_name, ab, 2) != 0)
+      continue;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+      continue;
+    if (ws_hash_from_hex(e->d_name, WS_SHA256_HEX_LEN, &h) != 0)
+      continue;
+    if ((err = cache_set_add(&c->blobs, &h, (uint64_t)sb.st_size)) != 0)
+      break;
+  }
+  closedir(d);
+  return err;
+}
+
+static int scan_blobs(ws_cache_t *c) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  int err = 0;
+  snprintf(dir, sizeof(dir), "%s/blobs/sha256", c->root);
+  if ((d = opendir(dir)) == NULL)
+    return -errno;
+  while ((e = readdir(d)) != NULL && err == 0) {
+    char sub[PATH_MAX];
+    if (!is_hexn(e->d_name, strlen(e->d_name), 2))
+      continue;
+    if (snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name) >= (int)sizeof(sub))
+      continue;
+    err = scan_blob_dir(c, sub, e->d_name);
+  }
+  closedir(d);
+  return err;
+}
+
+static int scan_partials(ws_cache_t *c) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  int err = 0;
+  snprintf(dir, sizeof(dir), "%s/partial", c->root);
+  if ((d = opendir(dir)) == NULL)
+    return -errno;
+  while ((e = readdir(d)) != NULL && err == 0) {
+    char path[PATH_MAX], other[PATH_MAX];
+    size_t n = strlen(e->d_name);
+    struct stat sb, bsb;
+    ws_hash_t h;
+    if (e->d_name[0] == '.')
+      continue;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (n != WS_SHA256_HEX_LEN + 5 || !is_hex64(e->d_name, WS_SHA256_HEX_LEN) ||
+        ws_hash_from_hex(e->d_name, WS_SHA256_HEX_LEN, &h) != 0) {
+      (void)unlink(path); /* *.tmp of an interrupted bitmap write */
+      continue;
+    }
+    if (strcmp(e->d_name + WS_SHA256_HEX_LEN, ".bits") == 0) {
+      store_path_partial(c->root, &h, "data", other, sizeof(other));
+      if (stat(other, &sb) != 0 || cache_set_find(&c->blobs, &h) != NULL)
+        (void)unlink(path);
+      continue;
+    }
+    if (strcmp(e->d_name + WS_SHA256_HEX_LEN, ".data") != 0) {
+      (void)unlink(path);
+      continue;
+    }
+    if (cache_set_find(&c->blobs, &h) != NULL) {
+      /* Finished: the blob was linked but the partial not yet dropped. */
+      store_path_partial(c->root, &h, "bits", other, sizeof(other));
+      (void)unlink(other);
+      (void)unlink(path);
+      continue;
+    }
+    if (stat(path, &sb) != 0)
+      continue;
+    store_path_partial(c->root, &h, "bits", other, sizeof(other));
+    if (stat(other, &bsb) != 0)
+      bsb.st_size = 0;
+    err = cache_set_add(&c->partials, &h,
+                        (uint64_t)sb.st_size + (uint64_t)bsb.st_size);
+  }
+  closedir(d);
+  return err;
+}
+
+/* Loads one published release; a release that does not check out (bytes do
+ * not hash to its name, unparsable, a blob missing) is removed so that it is
+ * fetched again rather than served wrong. */
+static int scan_release(ws_cache_t *c, const char *path, const char *hex) {
+  char mpath[PATH_MAX];
+  char *buf = NULL;
+  size_t len;
+  ws_manifest_t *m = NULL;
+  ws_hash_t digest, h;
+  cache_rel_t *r;
+  struct stat sb;
+  int err = 0, ok = 0;
+  if (ws_hash_from_hex(hex, strlen(hex), &digest) != 0)
+    return store_fs_rm_rf(path);
+  if (snprintf(mpath, sizeof(mpath), "%s/manifest.json", path) >=
+      (int)sizeof(mpath))
+    return -ENAMETOOLONG;
+  if (store_fs_read_all(mpath, 64u << 20, &buf, &len) == 0 &&
+      ws_sha256(buf, len, &h) == 0 && ws_hash_eq(&h, &digest) &&
+      ws_manifest_parse(buf, len, NULL, &m, NULL, 0) == 0) {
+    ok = 1;
+    for (uint32_t i = 0; i < m->nfiles && ok; i++)
+      ok = cache_set_find(&c->blobs, &m->files[i].sha256) != NULL;
+  }
+  if (!ok) {
+    err = store_fs_rm_rf(path);
+    goto cleanup;
+  }
+  if ((err = cache_rel_add_locked(c, m, &r)) != 0)
+    goto cleanup;
+  r->meta_bytes = len;
+  if (stat(mpath, &sb) == 0)
+    r->published_ns = (uint64_t)sb.st_mtim.tv_sec * 1000000000u +
+                      (uint64_t)sb.st_mtim.tv_nsec;
+  cache_state_load(c, r);
+  if (r->accessed_ns == 0)
+    r->accessed_ns = r->published_ns;
+cleanup:
+  ws_manifest_free(m);
+  free(buf);
+  return err;
+}
+
+static int scan_releases(ws_cache_t *c) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  int err = 0;
+  snprintf(dir, sizeof(dir), "%s/releases", c->root);
+  if ((d = opendir(dir)) == NULL)
+    return -errno;
+  while ((e = readdir(d)) != NULL && err == 0) {
+    char path[PATH_MAX];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (strncmp(e->d_name, ".tmp-", 5) == 0 ||
+        strncmp(e->d_name, ".trash-", 7) == 0)
+      err = store_fs_rm_rf(path);
+    else if (strncmp(e->d_name, "sha256-", 7) == 0)
+      err = scan_release(c, path, e->d_name + 7);
+  }
+  closedir(d);
+  return err;
+}
+
+/* State files of releases that are gone are dropped. */
+static void scan_state(ws_cache_t *c) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof(dir), "%s/state", c->root);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    ws_hash_t h;
+    size_t n = strlen(e->d_name);
+    if (e->d_name[0] == '.')
+      continue;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (n == 7 + WS_SHA256_HEX_LEN + 5 &&
+        strncmp(e->d_name, "sha256-", 7) == 0 &&
+        strcmp(e->d_name + 7 + WS_SHA256_HEX_LEN, ".json") == 0 &&
+        ws_hash_from_hex(e->d_name + 7, WS_SHA256_HEX_LEN, &h) == 0 &&
+        cache_rel_find_locked(c, &h) != NULL)
+      continue;
+    (void)unlink(path);
+  }
+  closedir(d);
+}
+
+int store_scan(ws_store_t *st) {
+  static const char *const dirs[] = {"blobs/sha256", "releases", "partial",
+                                     "state"};
+  ws_cache_t *c = st->cache;
+  int err = 0;
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", st->root, dirs[i]);
+    if ((err = store_fs_mkdirs(path)) != 0)
+      return err;
+  }
+  pthread_mutex_lock(&c->mu);
+  if ((err = scan_blobs(c)) == 0 && (err = scan_partials(c)) == 0 &&
+      (err = scan_releases(c)) == 0)
+    scan_state(c);
+  pthread_mutex_unlock(&c->mu);
+  return err;
+}
