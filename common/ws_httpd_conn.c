@@ -1,0 +1,646 @@
+/* ws_httpd_conn.c - one HTTP connection: reading and parsing a request with
+ * http_parser, dispatching it, writing the reply, keep-alive and timeouts.
+ * Loop thread only.
+ *
+ * State machine (one request at a time, no pipelined parsing):
+ *
+ *   READING --dispatch--> HANDLING --reply--> WRITING --drained, keep-alive--+
+ *      ^  \                  |  \                 ^    \                      |
+ *      |   \--parse error----+---\----------------+     \--drained, close--+  |
+ *      |                     |    \--stream--> STREAMING --end--> WRITING   | |
+ *      +---------------------+-------------------------------------------+-+--+
+ *   any state --EOF/error/timeout/server close--> CLOSING --both handles
+ *   closed--> freed (never earlier: the conn is freed only in its close cb).
+ *
+ * While a request is handled or its reply written, input is still read into
+ * the 16 KiB in[] buffer but not parsed: that bounds what a client can queue
+ * (reading stops when it is full) and still notices a client that hangs up
+ * while waiting, so a handler's on_gone can run. The timer is armed while a
+ * request is being read and while written bytes wait; a handler may take as
+ * long as it likes.
+ */
+#include "ws_httpd-int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ws_log.h"
+
+typedef enum {
+  CONN_READING,
+  CONN_HANDLING,
+  CONN_STREAMING,
+  CONN_WRITING,
+  CONN_CLOSING,
+  CONN_STATE_LAST
+} conn_state_t;
+
+static const char *const k_state_name[CONN_STATE_LAST] = {
+    "reading", "handling", "streaming", "writing", "closing"};
+
+/* Bit t of k_legal[s] allows s -> t. */
+static const unsigned k_legal[CONN_STATE_LAST] = {
+    [CONN_READING] =
+        1u << CONN_HANDLING | 1u << CONN_WRITING | 1u << CONN_CLOSING,
+    [CONN_HANDLING] =
+        1u << CONN_WRITING | 1u << CONN_STREAMING | 1u << CONN_CLOSING,
+    [CONN_STREAMING] = 1u << CONN_WRITING | 1u << CONN_CLOSING,
+    [CONN_WRITING] = 1u << CONN_READING | 1u << CONN_CLOSING,
+    [CONN_CLOSING] = 0,
+};
+
+struct ws_httpd_conn_s {
+  ws_httpd_sock_t sock; /* handle data = this conn */
+  uv_timer_t timer;     /* idle / read / write-stall timeout */
+  ws_httpd_t *srv;      /* borrowed; outlives the conn */
+  ws_httpd_conn_t *prev, *next;
+  uint64_t id;
+  conn_state_t state;
+  int pending_closes; /* sock + timer close callbacks still to run */
+  bool reading;       /* uv_read_start is active */
+  bool peer_eof;
+  bool keep_alive; /* for the reply being written */
+  http_parser parser;
+  ws_httpd_req_t *req; /* being parsed or handled; the conn holds one ref */
+  bool req_ready;      /* parsed completely, not yet dispatched */
+  int parse_status;    /* answer chosen by a parser callback; 0 = 400 */
+  int hdr_phase;       /* 0 url, 1 header name, 2 header value */
+  bool hdr_indexed;    /* current header gets a slot in req->hdrs */
+  size_t wq_bytes;     /* queued, not yet written */
+  unsigned pending_writes;
+  size_t in_len;
+  char peer[64];
+  char in[WS_HTTPD_INBUF_BYTES];
+};
+
+static void conn_parse(ws_httpd_conn_t *conn);
+
+static void conn_set_state(ws_httpd_conn_t *conn, conn_state_t next) {
+  assert(k_legal[conn->state] & (1u << next));
+  WS_LOGD("%s conn#%llu peer=%s: %s -> %s", conn->srv->cfg.name,
+          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state],
+          k_state_name[next]);
+  conn->state = next;
+}
+
+/* ---- timer and reading ------------------------------------------------ */
+
+static void conn_on_timeout(uv_timer_t *t);
+
+static void conn_timer_arm(ws_httpd_conn_t *conn) {
+  uv_timer_start(&conn->timer, conn_on_timeout, conn->srv->cfg.idle_timeout_ms,
+                 0);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  ws_httpd_conn_t *conn = h->data;
+
+  (void)hint;
+  *buf = uv_buf_init(conn->in + conn->in_len,
+                     (unsigned)(sizeof(conn->in) - conn->in_len));
+}
+
+static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Reads while there is room in in[] and the peer has not finished. */
+static void conn_update_reading(ws_httpd_conn_t *conn) {
+  bool want = conn->state != CONN_CLOSING && !conn->peer_eof &&
+              conn->in_len < sizeof(conn->in);
+
+  if (want == conn->reading)
+    return;
+  if (want) {
+    if (uv_read_start(&conn->sock.stream, conn_alloc, conn_on_read) < 0) {
+      ws_httpd_conn_close(conn);
+      return;
+    }
+  } else {
+    uv_read_stop(&conn->sock.stream);
+  }
+  conn->reading = want;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+ws_httpd_wbuf_t *ws_httpd_wbuf_new(size_t cap) {
+  ws_httpd_wbuf_t *wb = malloc(sizeof(*wb) + cap);
+
+  if (wb == NULL)
+    return NULL;
+  wb->conn = NULL;
+  wb->len = 0;
+  wb->cap = cap;
+  return wb;
+}
+
+static void conn_write_drained(ws_httpd_conn_t *conn) {
+  if (!conn->keep_alive) {
+    ws_httpd_conn_close(conn);
+    return;
+  }
+  conn_set_state(conn, CONN_READING);
+  conn_timer_arm(conn);
+  conn_parse(conn);
+}
+
+static void conn_on_write(uv_write_t *w, int status) {
+  ws_httpd_wbuf_t *wb = (ws_httpd_wbuf_t *)w;
+  ws_httpd_conn_t *conn = wb->conn;
+
+  conn->wq_bytes -= wb->len;
+  conn->pending_writes--;
+  free(wb);
+  if (conn->state == CONN_CLOSING)
+    return;
+  if (status < 0) {
+    WS_LOGD("%s conn#%llu peer=%s: write: %s", conn->srv->cfg.name,
+            (unsigned long long)conn->id, conn->peer, uv_strerror(status));
+    ws_httpd_conn_close(conn);
+    return;
+  }
+  if (conn->pending_writes > 0) {
+    conn_timer_arm(conn); /* progress: restart the stall clock */
+    return;
+  }
+  if (conn->state == CONN_WRITING)
+    conn_write_drained(conn);
+  else if (conn->state != CONN_READING)
+    uv_timer_stop(&conn->timer);
+}
+
+int ws_httpd_conn_write(ws_httpd_conn_t *conn, ws_httpd_wbuf_t *wb) {
+  uv_buf_t b;
+  int rc;
+
+  if (conn->state == CONN_CLOSING) {
+    free(wb);
+    return UV_ECANCELED;
+  }
+  wb->conn = conn;
+  b = uv_buf_init(wb->data, (unsigned)wb->len);
+  rc = uv_write(&wb->w, &conn->sock.stream, &b, 1, conn_on_write);
+  if (rc < 0) {
+    free(wb);
+    ws_httpd_conn_close(conn);
+    return rc;
+  }
+  conn->wq_bytes += wb->len;
+  conn->pending_writes++;
+  if (conn->state != CONN_READING)
+    conn_timer_arm(conn);
+  return 0;
+}
+
+size_t ws_httpd_conn_queued(const ws_httpd_conn_t *conn) {
+  return conn->wq_bytes;
+}
+
+size_t ws_httpd_conn_max_queue(const ws_httpd_conn_t *conn) {
+  return conn->srv->cfg.max_write_queue_bytes;
+}
+
+bool ws_httpd_conn_srv_closing(const ws_httpd_conn_t *conn) {
+  return conn->srv->closing;
+}
+
+void ws_httpd_conn_reply_done(ws_httpd_conn_t *conn, bool keep_alive) {
+  ws_httpd_req_t *req = conn->req;
+
+  conn->req = NULL;
+  req->conn = NULL;
+  ws_httpd_req_unref(req);
+  conn->keep_alive = keep_alive && !conn->peer_eof && !conn->srv->closing;
+  conn_set_state(conn, CONN_WRITING);
+  if (conn->pending_writes == 0)
+    conn_write_drained(conn);
+}
+
+void ws_httpd_conn_stream_started(ws_httpd_conn_t *conn) {
+  conn_set_state(conn, CONN_STREAMING);
+}
+
+/* Answers a request the server rejects itself, then closes. */
+static void conn_fail(ws_httpd_conn_t *conn, int status, int err,
+                      const char *message) {
+  ws_httpd_wbuf_t *wb;
+  size_t len = 0;
+  char *body;
+
+  WS_LOGD("%s conn#%llu peer=%s: %d %s", conn->srv->cfg.name,
+          (unsigned long long)conn->id, conn->peer, status, message);
+  ws_httpd_req_unref(conn->req); /* never dispatched: the conn's alone */
+  conn->req = NULL;
+  conn->in_len = 0;
+  body = ws_httpd_error_body(err, message, &len);
+  wb = body == NULL ? NULL
+                    : ws_httpd_resp_build(status, "application/json", body, len,
+                                          WS_HTTPD_BODY_LENGTH, false, NULL, 0);
+  free(body);
+  if (wb == NULL || ws_httpd_conn_write(conn, wb) < 0) {
+    ws_httpd_conn_close(conn);
+    return;
+  }
+  conn->keep_alive = false;
+  conn_set_state(conn, CONN_WRITING);
+}
+
+/* ---- parser callbacks ------------------------------------------------- */
+
+static int conn_raw(ws_httpd_conn_t *conn, const char *p, size_t n) {
+  int rc =
+      ws_httpd_req_raw_append(conn->req, p, n, conn->srv->cfg.max_header_bytes);
+  if (rc < 0) {
+    conn->parse_status = rc == WS_ELIMIT ? 431 : 503;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_begin(http_parser *p) {
+  ws_httpd_conn_t *conn = p->data;
+
+  assert(conn->req == NULL);
+  conn->req = ws_httpd_req_new(conn, conn->peer);
+  if (conn->req == NULL) {
+    conn->parse_status = 503;
+    return -1;
+  }
+  conn->hdr_phase = 0;
+  conn->hdr_indexed = false;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n) {
+  return conn_raw(p->data, at, n);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n) {
+  ws_httpd_conn_t *conn = p->data;
+  ws_httpd_req_t *req = conn->req;
+
+  if (conn->hdr_phase != 1) {      /* a new header starts */
+    if (conn_raw(conn, "", 1) < 0) /* ends the url or the last value */
+      return -1;
+    conn->hdr_indexed = req->nhdrs < WS_HTTPD_MAX_REQ_HEADERS;
+    if (conn->hdr_indexed)
+      req->hdrs[req->nhdrs].name_off = (uint32_t)req->raw_len;
+    conn->hdr_phase = 1;
+  }
+  return conn_raw(conn, at, n);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n) {
+  ws_httpd_conn_t *conn = p->data;
+  ws_httpd_req_t *req = conn->req;
+
+  if (conn->hdr_phase != 2) {
+    if (conn_raw(conn, "", 1) < 0) /* ends the name */
+      return -1;
+    if (conn->hdr_indexed)
+      req->hdrs[req->nhdrs++].value_off = (uint32_t)req->raw_len;
+    conn->hdr_phase = 2;
+  }
+  return conn_raw(conn, at, n);
+}
+
+static int on_headers_complete(http_parser *p) {
+  ws_httpd_conn_t *conn = p->data;
+  ws_httpd_req_t *req = conn->req;
+  const char *expect;
+  bool has_body;
+
+  if (conn->hdr_phase == 1) { /* a name with no value callback */
+    if (conn_raw(conn, "", 1) < 0)
+      return -1;
+    if (conn->hdr_indexed)
+      req->hdrs[req->nhdrs++].value_off = (uint32_t)req->raw_len;
+  }
+  if (conn_raw(conn, "", 1) < 0)
+    return -1;
+  snprintf(req->method, sizeof(req->method), "%s",
+           http_method_str((enum http_method)p->method));
+  req->http_major = p->http_major;
+  req->http_minor = p->http_minor;
+  if (ws_httpd_req_split_url(req) < 0) {
+    conn->parse_status = 400;
+    return -1;
+  }
+  if (p->content_length != ULLONG_MAX &&
+      p->content_length > conn->srv->cfg.max_body_bytes) {
+    conn->parse_status = 413;
+    return -1;
+  }
+  has_body = (p->content_length != ULLONG_MAX && p->content_length > 0) ||
+             (p->flags & F_CHUNKED);
+  expect = ws_httpd_req_header(req, "Expect");
+  if (has_body && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
+      p->http_minor >= 1) {
+    static const char k_continue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ws_httpd_wbuf_t *wb = ws_httpd_wbuf_new(sizeof(k_continue) - 1);
+    if (wb == NULL) {
+      conn->parse_status = 503;
+      return -1;
+    }
+    memcpy(wb->data, k_continue, sizeof(k_continue) - 1);
+    wb->len = sizeof(k_continue) - 1;
+    if (ws_httpd_conn_write(conn, wb) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n) {
+  ws_httpd_conn_t *conn = p->data;
+  int rc =
+      ws_httpd_req_body_append(conn->req, at, n, conn->srv->cfg.max_body_bytes);
+  if (rc < 0) {
+    conn->parse_status = rc == WS_ELIMIT ? 413 : 503;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  ws_httpd_conn_t *conn = p->data;
+
+  conn->req->keep_alive = http_should_keep_alive(p) != 0;
+  conn->req_ready = true;
+  /* Pause so execute returns here: the handler runs outside the parser. */
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+static const http_parser_settings k_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- dispatch --------------------------------------------------------- */
+
+static void conn_dispatch(ws_httpd_conn_t *conn) {
+  ws_httpd_req_t *req = conn->req;
+  const ws_httpd_route_t *route;
+  bool path_known;
+
+  route = ws_httpd_route_find(conn->srv, req->method, req->path, &path_known);
+  req->refs++; /* the handler's reference */
+  conn_set_state(conn, CONN_HANDLING);
+  uv_timer_stop(&conn->timer);
+  if (route == NULL) {
+    if (path_known)
+      ws_httpd_reply_error(req, 405, WS_EUSAGE, "method not allowed");
+    else
+      ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "no such endpoint");
+    return;
+  }
+  req->path_rest =
+      route->match == WS_HTTPD_MATCH_PREFIX ? req->path + route->path_len : "";
+  route->handler(req, route->arg); /* req may be gone after this */
+}
+
+static void conn_parse(ws_httpd_conn_t *conn) {
+  while (conn->state == CONN_READING && conn->in_len > 0) {
+    size_t n =
+        http_parser_execute(&conn->parser, &k_settings, conn->in, conn->in_len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&conn->parser);
+
+    if (conn->state != CONN_READING)
+      return; /* a write failed inside a callback: closing */
+    if (n > conn->in_len)
+      n = conn->in_len;
+    memmove(conn->in, conn->in + n, conn->in_len - n);
+    conn->in_len -= n;
+    if (conn->req_ready) {
+      conn->req_ready = false;
+      http_parser_pause(&conn->parser, 0);
+      conn_dispatch(conn);
+      continue;
+    }
+    if (e != HPE_OK) {
+      int status = conn->parse_status ? conn->parse_status : 400;
+      conn_fail(conn, status,
+                status == 413 || status == 431 ? WS_ELIMIT
+                : status == 400                ? WS_EBADMSG
+                                               : -ENOMEM,
+                status == 413   ? "request body too large"
+                : status == 431 ? "request headers too large"
+                : status == 400 ? http_errno_description(e)
+                                : "out of memory");
+      return;
+    }
+    if (n == 0)
+      break;
+  }
+  conn_update_reading(conn);
+}
+
+/* ---- input, timeout --------------------------------------------------- */
+
+static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  ws_httpd_conn_t *conn = s->data;
+
+  (void)buf;
+  if (nread == 0 || conn->state == CONN_CLOSING)
+    return;
+  if (nread == UV_ENOBUFS) {
+    conn_update_reading(conn);
+    return;
+  }
+  if (nread < 0) {
+    conn->peer_eof = true;
+    /* A reply being written is still delivered; anything else is moot. */
+    if (nread == UV_EOF && conn->state == CONN_WRITING) {
+      conn->keep_alive = false;
+      conn_update_reading(conn);
+      return;
+    }
+    ws_httpd_conn_close(conn);
+    return;
+  }
+  conn->in_len += (size_t)nread;
+  if (conn->state == CONN_READING) {
+    conn_timer_arm(conn);
+    conn_parse(conn);
+  } else {
+    conn_update_reading(conn);
+  }
+}
+
+static void conn_on_timeout(uv_timer_t *t) {
+  ws_httpd_conn_t *conn = t->data;
+
+  WS_LOGD("%s conn#%llu peer=%s: timeout while %s", conn->srv->cfg.name,
+          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state]);
+  /* Half a request after the timeout gets a 408; an idle keep-alive
+   * connection or a stalled writer is just closed. */
+  if (conn->state == CONN_READING && (conn->req != NULL || conn->in_len > 0))
+    conn_fail(conn, 408, WS_ETIMEOUT, "request not received in time");
+  else
+    ws_httpd_conn_close(conn);
+}
+
+/* ---- lifetime --------------------------------------------------------- */
+
+static void conn_handle_closed(uv_handle_t *h) {
+  ws_httpd_conn_t *conn = h->data;
+  ws_httpd_t *srv = conn->srv;
+  ws_httpd_req_t *req;
+
+  if (--conn->pending_closes > 0)
+    return;
+  if (conn->prev != NULL)
+    conn->prev->next = conn->next;
+  else
+    srv->conns = conn->next;
+  if (conn->next != NULL)
+    conn->next->prev = conn->prev;
+  srv->nconns--;
+  req = conn->req;
+  conn->req = NULL;
+  free(conn);
+  if (req != NULL) {
+    /* Told here, after the stack that closed the conn has unwound. */
+    if (!req->handler_done && req->on_gone != NULL)
+      req->on_gone(req, req->gone_arg);
+    ws_httpd_req_unref(req);
+  }
+  ws_httpd_handle_closed(srv);
+}
+
+void ws_httpd_conn_close(ws_httpd_conn_t *conn) {
+  if (conn->state == CONN_CLOSING)
+    return;
+  conn_set_state(conn, CONN_CLOSING);
+  if (conn->req != NULL)
+    conn->req->conn = NULL; /* gone: later replies are dropped */
+  conn->reading = false;
+  uv_timer_stop(&conn->timer);
+  uv_close((uv_handle_t *)&conn->timer, conn_handle_closed);
+  uv_close(&conn->sock.handle, conn_handle_closed);
+}
+
+void ws_httpd_conn_close_all(ws_httpd_t *srv) {
+  for (ws_httpd_conn_t *c = srv->conns; c != NULL; c = c->next)
+    ws_httpd_conn_close(c);
+}
+
+typedef struct {
+  ws_httpd_sock_t sock;
+  ws_httpd_t *srv;
+} conn_reject_t;
+
+static void conn_reject_closed(uv_handle_t *h) {
+  conn_reject_t *r = (conn_reject_t *)h;
+  ws_httpd_t *srv = r->srv;
+
+  free(r);
+  ws_httpd_handle_closed(srv);
+}
+
+static int conn_sock_init(ws_httpd_t *srv, ws_httpd_sock_t *sock,
+                          bool is_unix) {
+  return is_unix ? uv_pipe_init(srv->loop, &sock->pipe, 0)
+                 : uv_tcp_init(srv->loop, &sock->tcp);
+}
+
+/* Over the connection cap: accept (so the client is not left hanging in
+ * the backlog), say 503 if the socket takes it at once, and close. */
+static int conn_reject(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
+  static const char k_busy[] =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Content-Length: 63\r\nConnection: close\r\n\r\n"
+      "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"too many "
+      "connections\"}}";
+  conn_reject_t *r = calloc(1, sizeof(*r));
+  uv_buf_t b = uv_buf_init((char *)k_busy, sizeof(k_busy) - 1);
+  int rc;
+
+  if (r == NULL)
+    return -ENOMEM;
+  r->srv = srv;
+  rc = conn_sock_init(srv, &r->sock, is_unix);
+  if (rc < 0) {
+    free(r);
+    return rc;
+  }
+  srv->open_handles++;
+  rc = uv_accept(listener, &r->sock.stream);
+  if (rc == 0)
+    (void)uv_try_write(&r->sock.stream, &b, 1);
+  uv_close(&r->sock.handle, conn_reject_closed);
+  return rc < 0 ? rc : WS_EBUSY;
+}
+
+static void conn_peer_name(ws_httpd_conn_t *conn, bool is_unix) {
+  struct sockaddr_storage ss;
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int len = sizeof(ss), port = 0;
+
+  snprintf(conn->peer, sizeof(conn->peer), "unix");
+  if (is_unix ||
+      uv_tcp_getpeername(&conn->sock.tcp, (struct sockaddr *)&ss, &len) < 0)
+    return;
+  if (ss.ss_family == AF_INET6) {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    uv_ip6_name(a6, ip, sizeof(ip));
+    port = ntohs(a6->sin6_port);
+    snprintf(conn->peer, sizeof(conn->peer), "[%s]:%d", ip, port);
+  } else {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    uv_ip4_name(a4, ip, sizeof(ip));
+    port = ntohs(a4->sin_port);
+    snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
+  }
+}
+
+int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
+  ws_httpd_conn_t *conn;
+  int rc;
+
+  if (srv->nconns >= srv->cfg.max_conns)
+    return conn_reject(srv, listener, is_unix);
+  conn = calloc(1, sizeof(*conn));
+  if (conn == NULL)
+    return -ENOMEM;
+  rc = conn_sock_init(srv, &conn->sock, is_unix);
+  if (rc < 0) {
+    free(conn);
+    return rc;
+  }
+  uv_timer_init(srv->loop, &conn->timer);
+  conn->sock.handle.data = conn;
+  conn->timer.data = conn;
+  conn->srv = srv;
+  conn->id = ++srv->next_conn_id;
+  conn->pending_closes = 2;
+  conn->state = CONN_READING;
+  snprintf(conn->peer, sizeof(conn->peer), "?");
+  http_parser_init(&conn->parser, HTTP_REQUEST);
+  conn->parser.data = conn;
+  /* From here the conn is on the list and freed only by its close. */
+  conn->next = srv->conns;
+  if (srv->conns != NULL)
+    srv->conns->prev = conn;
+  srv->conns = conn;
+  srv->nconns++;
+  srv->open_handles++;
+  rc = uv_accept(listener, &conn->sock.stream);
+  if (rc < 0) {
+    ws_httpd_conn_close(conn);
+    return rc;
+  }
+  conn_peer_name(conn, is_unix);
+  WS_LOGD("%s conn#%llu peer=%s: accepted", srv->cfg.name,
+          (unsigned long long)conn->id, conn->peer);
+  conn_timer_arm(conn);
+  conn_update_reading(conn);
+  return 0;
+}
