@@ -1,2 +1,5 @@
 #include <stdio.h>
-int main(void) { fputs("not built yet\n", stderr); return 1; }
+int main(void) {
+  fputs("not built yet\n", stderr);
+  return 1;
+}

@@ -1,0 +1,54 @@
+/* trk_config.h - every tunable of p2p-tracker, in one place (STYLE 16).
+ *
+ * Units are in the names. Caps bound everything a remote party can grow:
+ * peers, swarms, members per swarm, swarms per peer, chunks per swarm,
+ * leases per peer, announce rate, wanted releases, string lengths. The
+ * reasoning behind the lease numbers is in docs/tracker.md.
+ */
+#ifndef TRK_CONFIG_H
+#define TRK_CONFIG_H
+
+/* --- peers ------------------------------------------------------------ */
+#define TRK_MAX_PEERS 4096u           /* connected peers, whole tracker */
+#define TRK_MAX_SWARMS_PER_PEER 16u   /* releases one peer may join */
+#define TRK_NODE_ID_MAX 64u           /* bytes, without NUL */
+#define TRK_ADDR_MAX 64u              /* listen host text, without NUL */
+#define TRK_ZONE_MAX 64u              /* zone label, without NUL */
+#define TRK_ANNOUNCE_BURST 20u        /* token bucket depth (announces) */
+#define TRK_ANNOUNCE_PER_S 4u         /* token refill rate */
+#define TRK_ANNOUNCE_INTERVAL_MS 5000 /* interval the reply asks peers for */
+
+/* --- swarms ----------------------------------------------------------- */
+#define TRK_MAX_SWARMS 256u              /* distinct digests tracked */
+#define TRK_MAX_MEMBERS 1024u            /* peers per swarm */
+#define TRK_MAX_CHUNKS (1u << 20)        /* chunks per release (bitfield cap) */
+#define TRK_MAX_STATE_BYTES (512u << 20) /* all have-bitfields together */
+#define TRK_URI_MAX 1024u                /* release URI, without NUL */
+
+/* --- origin leases ---------------------------------------------------- */
+/* A lease lives this long unless renewed; a holder renews while bytes
+ * arrive, so a stalled or dead holder loses its chunks after one TTL. */
+#define TRK_LEASE_TTL_MS 15000u
+/* Per-peer outstanding leases: the tracker aims for about
+ * TRK_ORIGIN_INFLIGHT_TARGET origin fetches per swarm, divided among the
+ * downloading peers, clamped to [MIN, MAX] per peer. One lone peer gets
+ * MAX (parallel ranged GETs); eight peers get two each. */
+#define TRK_LEASES_PER_PEER_MIN 2u
+#define TRK_LEASES_PER_PEER_MAX 8u
+#define TRK_ORIGIN_INFLIGHT_TARGET 16u
+/* Hard cap on concurrent origin fetches of one swarm (S3 request rate). */
+#define TRK_ORIGIN_INFLIGHT_MAX 256u
+#define TRK_SWEEP_INTERVAL_MS 1000u /* lease expiry sweep */
+
+/* --- replies ---------------------------------------------------------- */
+#define TRK_REPLY_PEERS_MAX 32u /* hard cap on peers in one reply */
+#define TRK_REPLY_PEERS_DEFAULT 16u
+#define TRK_SELECT_SCAN_MAX 512u /* members examined per selection */
+
+/* --- wanted set -------------------------------------------------------- */
+#define TRK_MAX_WANTED 64u
+
+/* --- network (phase 2) ------------------------------------------------- */
+#define TRK_HTTP_BODY_MAX (16u << 10) /* POST body bytes */
+
+#endif

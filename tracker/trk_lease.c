@@ -1,0 +1,154 @@
+/* trk_lease.c - origin leases: grant, renew, release, expire.
+ *
+ * A lease is the tracker's grant to one member to fetch one chunk from S3.
+ * Each lease lives in two places kept in step: the swarm's holder[chunk]
+ * and a slot of the holder's leases[] (at most TRK_LEASES_PER_PEER_MAX).
+ * State of a chunk, as far as the origin is concerned:
+ *
+ *     NEED --grant--> LEASED --have by holder--> HELD (completed)
+ *      ^                |  \--have by another--> HELD (revoked)
+ *      |                |
+ *      +--expire/release/holder leaves--+
+ *     HELD --last holder leaves--> NEED (counted as origin_refetch on grant)
+ *
+ * Grants take the lowest-index NEED chunks, so concurrent downloaders get
+ * disjoint, adjacent runs and can start swapping at once; each member is
+ * topped up to trk_lease_cap() on every announce, so fast members come back
+ * for more and a slow one holds only a few. Loop thread only.
+ */
+#include "trk_swarm-int.h"
+
+#include <assert.h>
+
+uint32_t trk_lease_cap(const trk_swarm_t *s) {
+  uint32_t n = s->downloaders == 0 ? 1u : s->downloaders;
+  uint32_t per = (TRK_ORIGIN_INFLIGHT_TARGET + n - 1u) / n;
+  if (per < TRK_LEASES_PER_PEER_MIN)
+    per = TRK_LEASES_PER_PEER_MIN;
+  if (per > TRK_LEASES_PER_PEER_MAX)
+    per = TRK_LEASES_PER_PEER_MAX;
+  return per;
+}
+
+void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
+                        trk_lease_end_t why) {
+  assert(slot < holder->nleases);
+  uint32_t c = holder->leases[slot].chunk;
+  assert(s->holder[c] == holder);
+  holder->leases[slot] = holder->leases[holder->nleases - 1u];
+  holder->nleases--;
+  s->holder[c] = NULL;
+  s->leased--;
+  switch (why) {
+  case TRK_LEASE_END_COMPLETED:
+    s->n_completed++;
+    break;
+  case TRK_LEASE_END_REVOKED:
+    s->n_revoked++;
+    break;
+  case TRK_LEASE_END_RELEASED:
+    s->n_released++;
+    break;
+  case TRK_LEASE_END_EXPIRED:
+  case TRK_LEASE_END_LAST:
+    s->n_expired++;
+    break;
+  }
+  if (s->avail[c] == 0) {
+    trk_bits_set(s->need, c);
+    s->need_count++;
+    if (c < s->need_lo)
+      s->need_lo = c;
+  }
+}
+
+static int slot_of(const trk_member_t *m, uint32_t chunk) {
+  for (uint32_t i = 0; i < m->nleases; i++)
+    if (m->leases[i].chunk == chunk)
+      return (int)i;
+  return -1;
+}
+
+void trk_lease_end_chunk(trk_swarm_t *s, uint32_t chunk, trk_lease_end_t why) {
+  trk_member_t *h = s->holder[chunk];
+  if (h == NULL)
+    return;
+  int slot = slot_of(h, chunk);
+  assert(slot >= 0);
+  trk_lease_end_slot(s, h, (uint32_t)slot, why);
+}
+
+uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
+                         uint64_t now_ms, uint32_t *granted, uint32_t max_out) {
+  uint32_t n = 0;
+  if (!trk_member_is_downloader(s, m))
+    return 0;
+  uint32_t limit = trk_lease_cap(s);
+  if (want < limit)
+    limit = want;
+  while (m->nleases < limit && n < max_out && s->need_count > 0 &&
+         s->leased < TRK_ORIGIN_INFLIGHT_MAX) {
+    uint32_t c = trk_bits_next(s->need, s->total, s->need_lo);
+    assert(c < s->total); /* need_count > 0 */
+    s->need_lo = c;
+    /* need => avail == 0 => m cannot hold c. */
+    assert(!trk_bits_get(m->have, c) && s->holder[c] == NULL);
+    trk_bits_clear(s->need, c);
+    s->need_count--;
+    s->holder[c] = m;
+    s->leased++;
+    s->n_granted++;
+    if (trk_bits_get(s->ever, c))
+      s->n_refetch++;
+    m->leases[m->nleases].chunk = c;
+    m->leases[m->nleases].expires_ms = now_ms + TRK_LEASE_TTL_MS;
+    m->nleases++;
+    granted[n++] = c;
+  }
+  return n;
+}
+
+int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
+                    uint64_t now_ms) {
+  (void)s;
+  int slot = slot_of(m, chunk);
+  if (slot < 0)
+    return WS_ENOTFOUND;
+  m->leases[slot].expires_ms = now_ms + TRK_LEASE_TTL_MS;
+  return 0;
+}
+
+int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk) {
+  int slot = slot_of(m, chunk);
+  if (slot < 0)
+    return WS_ENOTFOUND;
+  trk_lease_end_slot(s, m, (uint32_t)slot, TRK_LEASE_END_RELEASED);
+  return 0;
+}
+
+uint32_t trk_lease_expire(trk_swarm_t *s, uint64_t now_ms) {
+  uint32_t n = 0;
+  if (s->leased == 0)
+    return 0;
+  for (uint32_t i = 0; i < s->nmembers; i++) {
+    trk_member_t *m = s->members[i];
+    uint32_t k = 0;
+    while (k < m->nleases) {
+      if (m->leases[k].expires_ms <= now_ms) {
+        /* The last slot moves into k: look at k again. */
+        trk_lease_end_slot(s, m, k, TRK_LEASE_END_EXPIRED);
+        n++;
+      } else {
+        k++;
+      }
+    }
+  }
+  return n;
+}
+
+uint32_t trk_lease_list(const trk_member_t *m, trk_lease_t *out, uint32_t max) {
+  uint32_t n = m->nleases < max ? m->nleases : max;
+  for (uint32_t i = 0; i < n; i++)
+    out[i] = m->leases[i];
+  return n;
+}

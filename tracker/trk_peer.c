@@ -1,0 +1,263 @@
+/* trk_peer.c - peer registry: slots, generations, validation, rate limit.
+ *
+ * Owns every trk_peer_t. Slots are a fixed array sized at creation (the peer
+ * cap); an id is (generation << 16) | (slot + 1), so ids are never 0 and a
+ * reused slot gets a new id. Loop thread only.
+ */
+#include "trk_peer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOT_MASK 0xFFFFu
+#define MAX_SLOTS 65534u
+
+struct trk_peers_s {
+  uint32_t max;
+  uint32_t count;
+  trk_peer_t **slot; /* max entries; NULL = free */
+  uint16_t *gen;     /* generation per slot, bumped on each add */
+};
+
+trk_peers_t *trk_peers_new(uint32_t max_peers) {
+  if (max_peers == 0)
+    max_peers = TRK_MAX_PEERS;
+  if (max_peers > MAX_SLOTS)
+    max_peers = MAX_SLOTS;
+  trk_peers_t *reg = calloc(1, sizeof(*reg));
+  if (reg == NULL)
+    goto fail;
+  reg->max = max_peers;
+  reg->slot = calloc(max_peers, sizeof(*reg->slot));
+  if (reg->slot == NULL)
+    goto fail_reg;
+  reg->gen = calloc(max_peers, sizeof(*reg->gen));
+  if (reg->gen == NULL)
+    goto fail_slot;
+  return reg;
+
+fail_slot:
+  free(reg->slot);
+fail_reg:
+  free(reg);
+fail:
+  return NULL;
+}
+
+void trk_peers_free(trk_peers_t *reg) {
+  if (reg == NULL)
+    return;
+  for (uint32_t i = 0; i < reg->max; i++)
+    free(reg->slot[i]);
+  free(reg->gen);
+  free(reg->slot);
+  free(reg);
+}
+
+/* Printable ASCII without space, quote or backslash: safe to echo into
+ * JSON, logs and Prometheus labels without escaping surprises. */
+static int node_char_ok(unsigned char c) {
+  return c > 0x20 && c < 0x7F && c != '"' && c != '\\';
+}
+
+int trk_peer_node_id_valid(const char *s) {
+  if (s == NULL)
+    return 0;
+  size_t n = strnlen(s, TRK_NODE_ID_MAX + 1);
+  if (n == 0 || n > TRK_NODE_ID_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!node_char_ok((unsigned char)s[i]))
+      return 0;
+  return 1;
+}
+
+int trk_peer_zone_valid(const char *s) {
+  if (s == NULL)
+    return 1;
+  size_t n = strnlen(s, TRK_ZONE_MAX + 1);
+  if (n > TRK_ZONE_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
+          c == ':' || c == '/'))
+      return 0;
+  }
+  return 1;
+}
+
+int trk_peer_addr_valid(const char *s) {
+  if (s == NULL)
+    return 1;
+  size_t n = strnlen(s, TRK_ADDR_MAX + 1);
+  if (n > TRK_ADDR_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    /* IPv4, IPv6 (with optional zone id) and DNS names. */
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ':' ||
+          c == '%' || c == '_'))
+      return 0;
+  }
+  return 1;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  size_t n = src == NULL ? 0 : strnlen(src, cap - 1);
+  if (n > 0)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+static int info_valid(const trk_peer_info_t *info) {
+  return info != NULL && trk_peer_node_id_valid(info->node_id) &&
+         trk_peer_addr_valid(info->addr) && trk_peer_zone_valid(info->zone);
+}
+
+int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
+                  uint64_t now_ms, trk_peer_t **out) {
+  if (!info_valid(info))
+    return WS_EUSAGE;
+  if (reg->count >= reg->max)
+    return WS_ELIMIT;
+  uint32_t s = 0;
+  while (s < reg->max && reg->slot[s] != NULL)
+    s++;
+  if (s == reg->max)
+    return WS_ELIMIT;
+  trk_peer_t *p = calloc(1, sizeof(*p));
+  if (p == NULL)
+    return -ENOMEM;
+  reg->gen[s]++;
+  if (reg->gen[s] == 0)
+    reg->gen[s] = 1;
+  p->id = ((uint32_t)reg->gen[s] << 16) | (s + 1u);
+  copy_str(p->node_id, sizeof(p->node_id), info->node_id);
+  copy_str(p->addr, sizeof(p->addr), info->addr);
+  copy_str(p->zone, sizeof(p->zone), info->zone);
+  p->port = info->port;
+  p->connected_ms = now_ms;
+  p->tokens_milli = (uint64_t)TRK_ANNOUNCE_BURST * 1000u;
+  p->tokens_ms = now_ms;
+  reg->slot[s] = p;
+  reg->count++;
+  *out = p;
+  return 0;
+}
+
+static uint32_t id_slot(const trk_peers_t *reg, trk_peer_id_t id) {
+  uint32_t s = id & SLOT_MASK;
+  if (s == 0 || s > reg->max)
+    return UINT32_MAX;
+  return s - 1u;
+}
+
+trk_peer_t *trk_peers_get(const trk_peers_t *reg, trk_peer_id_t id) {
+  uint32_t s = id_slot(reg, id);
+  if (s == UINT32_MAX || reg->slot[s] == NULL || reg->slot[s]->id != id)
+    return NULL;
+  return reg->slot[s];
+}
+
+void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id) {
+  trk_peer_t *p = trk_peers_get(reg, id);
+  if (p == NULL)
+    return;
+  reg->slot[id_slot(reg, id)] = NULL;
+  reg->count--;
+  free(p);
+}
+
+trk_peer_t *trk_peers_find_node(const trk_peers_t *reg, const char *node_id) {
+  if (node_id == NULL)
+    return NULL;
+  for (uint32_t i = 0; i < reg->max; i++) {
+    trk_peer_t *p = reg->slot[i];
+    if (p != NULL && strcmp(p->node_id, node_id) == 0)
+      return p;
+  }
+  return NULL;
+}
+
+uint32_t trk_peers_count(const trk_peers_t *reg) {
+  return reg->count;
+}
+
+uint32_t trk_peers_max(const trk_peers_t *reg) {
+  return reg->max;
+}
+
+trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor) {
+  while (*cursor < reg->max) {
+    trk_peer_t *p = reg->slot[(*cursor)++];
+    if (p != NULL)
+      return p;
+  }
+  return NULL;
+}
+
+int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
+  if (!info_valid(info) || strcmp(info->node_id, peer->node_id) != 0)
+    return WS_EUSAGE;
+  copy_str(peer->addr, sizeof(peer->addr), info->addr);
+  copy_str(peer->zone, sizeof(peer->zone), info->zone);
+  peer->port = info->port;
+  return 0;
+}
+
+int trk_peer_rate_take(trk_peer_t *peer, uint64_t now_ms) {
+  const uint64_t cap = (uint64_t)TRK_ANNOUNCE_BURST * 1000u;
+  if (now_ms > peer->tokens_ms) {
+    /* TRK_ANNOUNCE_PER_S tokens per second = that many milli-tokens per
+     * millisecond. Clamp elapsed first so the product cannot overflow. */
+    uint64_t elapsed = now_ms - peer->tokens_ms;
+    if (elapsed > cap)
+      elapsed = cap;
+    peer->tokens_milli += elapsed * TRK_ANNOUNCE_PER_S;
+    if (peer->tokens_milli > cap)
+      peer->tokens_milli = cap;
+    peer->tokens_ms = now_ms;
+  }
+  if (peer->tokens_milli < 1000u) {
+    peer->rate_limited++;
+    return WS_EBUSY;
+  }
+  peer->tokens_milli -= 1000u;
+  peer->announces++;
+  peer->last_announce_ms = now_ms;
+  return 0;
+}
+
+int trk_peer_join_add(trk_peer_t *peer, struct trk_swarm_s *swarm,
+                      struct trk_member_s *member) {
+  if (trk_peer_join_find(peer, swarm) != NULL)
+    return WS_EEXISTS;
+  if (peer->njoined >= TRK_MAX_SWARMS_PER_PEER)
+    return WS_ELIMIT;
+  peer->joined[peer->njoined].swarm = swarm;
+  peer->joined[peer->njoined].member = member;
+  peer->njoined++;
+  return 0;
+}
+
+trk_peer_join_t *trk_peer_join_find(trk_peer_t *peer,
+                                    const struct trk_swarm_s *swarm) {
+  for (uint32_t i = 0; i < peer->njoined; i++)
+    if (peer->joined[i].swarm == swarm)
+      return &peer->joined[i];
+  return NULL;
+}
+
+void trk_peer_join_del(trk_peer_t *peer, const struct trk_swarm_s *swarm) {
+  for (uint32_t i = 0; i < peer->njoined; i++) {
+    if (peer->joined[i].swarm == swarm) {
+      peer->joined[i] = peer->joined[peer->njoined - 1u];
+      peer->njoined--;
+      return;
+    }
+  }
+}

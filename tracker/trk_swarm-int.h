@@ -1,0 +1,78 @@
+/* trk_swarm-int.h - swarm internals shared by trk_swarm.c, trk_lease.c and
+ * trk_select.c only. Loop thread only.
+ *
+ * Per chunk c the swarm keeps:
+ *   avail[c]  members whose have-bit c is set;
+ *   holder[c] the member leasing c, or NULL;
+ *   need bit  set exactly when avail[c] == 0 and holder[c] == NULL;
+ *   ever bit  set once any member has held c (origin refetch accounting).
+ * need_lo is a lower bound on the first set need bit, so grants scan from
+ * there instead of from chunk 0.
+ */
+#ifndef TRK_SWARM_INT_H
+#define TRK_SWARM_INT_H
+
+#include "trk_bits.h"
+#include "trk_swarm.h"
+
+struct trk_member_s {
+  trk_peer_t *peer; /* borrowed; the peer outlives its memberships */
+  uint32_t idx;     /* position in swarm->members */
+  trk_role_t role;
+  uint32_t have_count;
+  uint32_t nleases;
+  trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
+  uint64_t joined_ms;
+  uint64_t origin_chunks;
+  uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */
+};
+
+struct trk_swarm_s {
+  ws_hash_t digest;
+  char digest_str[WS_DIGEST_STR_LEN + 1];
+  char uri[TRK_URI_MAX + 1];
+  uint32_t total;
+  uint32_t nwords;
+  uint32_t *avail;
+  trk_member_t **holder;
+  uint64_t *need;
+  uint64_t *ever;
+  uint32_t need_count;
+  uint32_t need_lo;
+  uint32_t held_chunks; /* chunks with avail > 0 */
+  uint32_t leased;
+  uint32_t complete;
+  uint32_t downloaders;
+  trk_member_t **members;
+  uint32_t nmembers;
+  uint32_t members_cap;
+  uint64_t created_ms;
+  uint64_t n_granted;
+  uint64_t n_completed;
+  uint64_t n_expired;
+  uint64_t n_released;
+  uint64_t n_revoked;
+  uint64_t n_refetch;
+};
+
+typedef enum {
+  TRK_LEASE_END_COMPLETED,
+  TRK_LEASE_END_REVOKED,
+  TRK_LEASE_END_RELEASED,
+  TRK_LEASE_END_EXPIRED,
+  TRK_LEASE_END_LAST
+} trk_lease_end_t;
+
+/* Ends holder's lease in slot `slot` (trk_lease.c). If nobody holds the
+ * chunk, it goes back to the need set. */
+void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
+                        trk_lease_end_t why);
+/* Ends the lease on chunk, whoever holds it; no-op if none (trk_lease.c). */
+void trk_lease_end_chunk(trk_swarm_t *s, uint32_t chunk, trk_lease_end_t why);
+
+static inline int trk_member_is_downloader(const trk_swarm_t *s,
+                                           const trk_member_t *m) {
+  return m->role == TRK_ROLE_LEECH && m->have_count < s->total;
+}
+
+#endif

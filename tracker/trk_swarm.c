@@ -1,0 +1,338 @@
+/* trk_swarm.c - swarm lifetime, membership and have-sets.
+ *
+ * Owns the swarm's per-chunk arrays and every trk_member_t of the swarm.
+ * Members are separately allocated (stable pointers: the lease table and
+ * the peers' join records point at them) and indexed by a dense pointer
+ * array with swap-remove. Availability changes keep the need set exact
+ * (see trk_swarm-int.h). Loop thread only.
+ */
+#include "trk_swarm-int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void swarm_free_arrays(trk_swarm_t *s) {
+  free(s->members);
+  free(s->ever);
+  free(s->need);
+  free(s->holder);
+  free(s->avail);
+}
+
+trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
+                           uint64_t now_ms) {
+  if (digest == NULL || total_chunks == 0 || total_chunks > TRK_MAX_CHUNKS)
+    return NULL;
+  trk_swarm_t *s = calloc(1, sizeof(*s));
+  if (s == NULL)
+    return NULL;
+  s->digest = *digest;
+  ws_digest_to_str(digest, s->digest_str);
+  s->total = total_chunks;
+  s->nwords = (uint32_t)TRK_BITS_WORDS(total_chunks);
+  s->avail = calloc(total_chunks, sizeof(*s->avail));
+  s->holder = calloc(total_chunks, sizeof(*s->holder));
+  s->need = calloc(s->nwords, sizeof(*s->need));
+  s->ever = calloc(s->nwords, sizeof(*s->ever));
+  s->members_cap = 8;
+  s->members = calloc(s->members_cap, sizeof(*s->members));
+  if (s->avail == NULL || s->holder == NULL || s->need == NULL ||
+      s->ever == NULL || s->members == NULL)
+    goto fail;
+  /* Nobody holds anything yet: every chunk needs the origin. */
+  for (uint32_t i = 0; i < total_chunks; i++)
+    trk_bits_set(s->need, i);
+  s->need_count = total_chunks;
+  s->created_ms = now_ms;
+  return s;
+
+fail:
+  swarm_free_arrays(s);
+  free(s);
+  return NULL;
+}
+
+void trk_swarm_free(trk_swarm_t *s) {
+  if (s == NULL)
+    return;
+  while (s->nmembers > 0)
+    trk_swarm_leave(s, s->members[s->nmembers - 1u]);
+  swarm_free_arrays(s);
+  free(s);
+}
+
+const ws_hash_t *trk_swarm_digest(const trk_swarm_t *s) {
+  return &s->digest;
+}
+
+const char *trk_swarm_digest_str(const trk_swarm_t *s) {
+  return s->digest_str;
+}
+
+uint32_t trk_swarm_total_chunks(const trk_swarm_t *s) {
+  return s->total;
+}
+
+uint32_t trk_swarm_member_count(const trk_swarm_t *s) {
+  return s->nmembers;
+}
+
+const char *trk_swarm_uri(const trk_swarm_t *s) {
+  return s->uri;
+}
+
+int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) {
+  size_t n = strnlen(uri, TRK_URI_MAX + 1);
+  if (n > TRK_URI_MAX)
+    return WS_EUSAGE;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)uri[i];
+    if (c < 0x20 || c == 0x7F || c == '"' || c == '\\')
+      return WS_EUSAGE;
+  }
+  memcpy(s->uri, uri, n);
+  s->uri[n] = '\0';
+  return 0;
+}
+
+size_t trk_swarm_member_bytes(const trk_swarm_t *s) {
+  return sizeof(trk_member_t) + (size_t)s->nwords * sizeof(uint64_t);
+}
+
+/* Adds (add != 0) or removes m's contribution to the complete and
+ * downloader counters; bracket every role or have_count change. */
+static void member_account(trk_swarm_t *s, const trk_member_t *m, int add) {
+  uint32_t complete = m->have_count == s->total;
+  uint32_t down = (uint32_t)trk_member_is_downloader(s, m);
+  if (add) {
+    s->complete += complete;
+    s->downloaders += down;
+  } else {
+    s->complete -= complete;
+    s->downloaders -= down;
+  }
+}
+
+static void avail_inc(trk_swarm_t *s, uint32_t c) {
+  if (s->avail[c]++ != 0)
+    return;
+  s->held_chunks++;
+  trk_bits_set(s->ever, c);
+  if (trk_bits_get(s->need, c)) {
+    trk_bits_clear(s->need, c);
+    s->need_count--;
+  }
+}
+
+static void avail_dec(trk_swarm_t *s, uint32_t c) {
+  if (--s->avail[c] != 0)
+    return;
+  s->held_chunks--;
+  if (s->holder[c] == NULL) {
+    /* The last holder is gone and no one is fetching it: without the
+     * origin the swarm could never finish, so it is leasable again. */
+    trk_bits_set(s->need, c);
+    s->need_count++;
+    if (c < s->need_lo)
+      s->need_lo = c;
+  }
+}
+
+int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
+                   uint64_t now_ms, trk_member_t **out) {
+  int rc;
+  if (role >= TRK_ROLE_LAST)
+    return WS_EUSAGE;
+  if (trk_peer_join_find(peer, s) != NULL)
+    return WS_EEXISTS;
+  if (s->nmembers >= TRK_MAX_MEMBERS ||
+      peer->njoined >= TRK_MAX_SWARMS_PER_PEER)
+    return WS_ELIMIT;
+  if (s->nmembers == s->members_cap) {
+    uint32_t cap = s->members_cap * 2u;
+    if (cap > TRK_MAX_MEMBERS)
+      cap = TRK_MAX_MEMBERS;
+    trk_member_t **v = realloc(s->members, cap * sizeof(*v));
+    if (v == NULL)
+      return -ENOMEM;
+    s->members = v;
+    s->members_cap = cap;
+  }
+  trk_member_t *m = calloc(1, trk_swarm_member_bytes(s));
+  if (m == NULL)
+    return -ENOMEM;
+  m->peer = peer;
+  m->role = role;
+  m->joined_ms = now_ms;
+  rc = trk_peer_join_add(peer, s, m);
+  if (rc < 0)
+    goto fail_member;
+  m->idx = s->nmembers;
+  s->members[s->nmembers++] = m;
+  member_account(s, m, 1);
+  *out = m;
+  return 0;
+
+fail_member:
+  free(m);
+  return rc;
+}
+
+void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
+  /* Leases first: with the chunk still unheld they return to need. */
+  while (m->nleases > 0)
+    trk_lease_end_slot(s, m, m->nleases - 1u, TRK_LEASE_END_RELEASED);
+  member_account(s, m, 0);
+  for (uint32_t w = 0; w < s->nwords; w++) {
+    uint64_t bits = m->have[w];
+    while (bits != 0) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1u;
+      avail_dec(s, c);
+    }
+  }
+  trk_peer_join_del(m->peer, s);
+  uint32_t last = s->nmembers - 1u;
+  if (m->idx != last) {
+    s->members[m->idx] = s->members[last];
+    s->members[m->idx]->idx = m->idx;
+  }
+  s->nmembers--;
+  free(m);
+}
+
+trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer) {
+  trk_peer_join_t *j = trk_peer_join_find(peer, s);
+  return j == NULL ? NULL : j->member;
+}
+
+/* Sets have-bit c of m (not set before) and settles the lease on c. */
+static void have_set(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
+  trk_bits_set(m->have, c);
+  m->have_count++;
+  avail_inc(s, c);
+  trk_member_t *h = s->holder[c];
+  if (h == NULL)
+    return;
+  if (h == m) {
+    m->origin_chunks++;
+    trk_lease_end_chunk(s, c, TRK_LEASE_END_COMPLETED);
+  } else {
+    /* Someone else already delivered the chunk (e.g. it fell back to S3
+     * while the tracker was unreachable): the lease is moot, free the
+     * holder's slot for a chunk that is still needed. */
+    trk_lease_end_chunk(s, c, TRK_LEASE_END_REVOKED);
+  }
+}
+
+static void have_clear(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
+  trk_bits_clear(m->have, c);
+  m->have_count--;
+  avail_dec(s, c);
+}
+
+int trk_swarm_add_have(trk_swarm_t *s, trk_member_t *m, uint32_t chunk) {
+  if (chunk >= s->total)
+    return WS_EBADMSG;
+  if (trk_bits_get(m->have, chunk))
+    return 0;
+  member_account(s, m, 0);
+  have_set(s, m, chunk);
+  member_account(s, m, 1);
+  return 0;
+}
+
+int trk_swarm_set_have(trk_swarm_t *s, trk_member_t *m, const uint8_t *bits,
+                       size_t nbytes) {
+  if (bits == NULL || nbytes != ((size_t)s->total + 7u) / 8u)
+    return WS_EBADMSG;
+  uint64_t *next = malloc((size_t)s->nwords * sizeof(uint64_t));
+  if (next == NULL)
+    return -ENOMEM;
+  trk_bits_load_msb(next, s->total, bits);
+  member_account(s, m, 0);
+  for (uint32_t w = 0; w < s->nwords; w++) {
+    uint64_t gained = next[w] & ~m->have[w];
+    uint64_t lost = m->have[w] & ~next[w];
+    while (gained != 0) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(gained);
+      gained &= gained - 1u;
+      have_set(s, m, c);
+    }
+    while (lost != 0) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(lost);
+      lost &= lost - 1u;
+      have_clear(s, m, c);
+    }
+  }
+  member_account(s, m, 1);
+  free(next);
+  return 0;
+}
+
+void trk_swarm_set_role(trk_swarm_t *s, trk_member_t *m, trk_role_t role) {
+  if (role >= TRK_ROLE_LAST || role == m->role)
+    return;
+  member_account(s, m, 0);
+  m->role = role;
+  member_account(s, m, 1);
+  /* A seed fetches nothing from the origin. */
+  if (role == TRK_ROLE_SEED)
+    while (m->nleases > 0)
+      trk_lease_end_slot(s, m, m->nleases - 1u, TRK_LEASE_END_RELEASED);
+}
+
+void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->total_chunks = s->total;
+  out->members = s->nmembers;
+  out->complete = s->complete;
+  out->downloaders = s->downloaders;
+  out->chunks_held = s->held_chunks;
+  out->chunks_leased = s->leased;
+  out->chunks_need = s->need_count;
+  out->leases_granted = s->n_granted;
+  out->leases_completed = s->n_completed;
+  out->leases_expired = s->n_expired;
+  out->leases_released = s->n_released;
+  out->leases_revoked = s->n_revoked;
+  out->origin_refetch = s->n_refetch;
+  out->created_ms = s->created_ms;
+}
+
+void trk_swarm_member_info(const trk_swarm_t *s, uint32_t i,
+                           trk_member_info_t *out) {
+  const trk_member_t *m = s->members[i];
+  out->peer = m->peer;
+  out->role = m->role;
+  out->have_count = m->have_count;
+  out->nleases = m->nleases;
+  out->joined_ms = m->joined_ms;
+  out->origin_chunks = m->origin_chunks;
+}
+
+uint32_t trk_swarm_avail(const trk_swarm_t *s, uint32_t chunk) {
+  return chunk < s->total ? s->avail[chunk] : 0;
+}
+
+const trk_member_t *trk_swarm_lease_holder(const trk_swarm_t *s,
+                                           uint32_t chunk) {
+  return chunk < s->total ? s->holder[chunk] : NULL;
+}
+
+int trk_member_has(const trk_member_t *m, uint32_t chunk) {
+  return trk_bits_get(m->have, chunk);
+}
+
+uint32_t trk_member_have_count(const trk_member_t *m) {
+  return m->have_count;
+}
+
+trk_peer_t *trk_member_peer(const trk_member_t *m) {
+  return m->peer;
+}
+
+trk_role_t trk_member_role(const trk_member_t *m) {
+  return m->role;
+}

@@ -1,0 +1,172 @@
+/* trk_swarm.h - one release's swarm: members, availability, origin leases.
+ *
+ * A swarm is keyed by the release digest and knows the release's chunk
+ * count. Each member (a peer that wants or holds the release) has a
+ * have-bitfield; the swarm keeps per-chunk availability (how many members
+ * hold the chunk) and the origin lease table: which member, if any, is
+ * fetching a chunk from S3. The lease invariants (docs/tracker.md):
+ *
+ *   - a chunk has at most one lease holder at a time;
+ *   - a chunk is leasable only while no member holds it and no one holds
+ *     a lease on it ("need" set), so while any holder remains it is never
+ *     fetched from the origin again;
+ *   - a member holds at most trk_lease_cap() leases (at most
+ *     TRK_LEASES_PER_PEER_MAX), so origin fetches spread over all
+ *     downloading members and a slow member cannot hoard chunks;
+ *   - a lease ends when its holder reports the chunk (completed), gives it
+ *     back (released), another member reports the chunk (revoked), its TTL
+ *     passes without renew (expired), or its holder leaves (released).
+ *
+ * Functions implemented in trk_swarm.c (membership, haves), trk_lease.c
+ * (leases) and trk_select.c (peer selection). Pure logic, loop thread only;
+ * time comes in as now_ms.
+ */
+#ifndef TRK_SWARM_H
+#define TRK_SWARM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "trk_config.h"
+#include "trk_peer.h"
+#include "ws_err.h"
+
+typedef struct trk_swarm_s trk_swarm_t;
+typedef struct trk_member_s trk_member_t;
+
+typedef enum {
+  TRK_ROLE_LEECH, /* wants the release; may get origin leases */
+  TRK_ROLE_SEED,  /* serves what it has; never gets leases */
+  TRK_ROLE_LAST
+} trk_role_t;
+
+typedef struct {
+  uint32_t chunk;
+  uint64_t expires_ms;
+} trk_lease_t;
+
+typedef struct {
+  uint32_t total_chunks;
+  uint32_t members;
+  uint32_t complete;       /* members holding every chunk */
+  uint32_t downloaders;    /* leech members still missing chunks */
+  uint32_t chunks_held;    /* chunks at least one member holds */
+  uint32_t chunks_leased;  /* chunks under an origin lease now */
+  uint32_t chunks_need;    /* chunks nobody holds and nobody fetches */
+  uint64_t leases_granted; /* counters since the swarm was created */
+  uint64_t leases_completed;
+  uint64_t leases_expired;
+  uint64_t leases_released;
+  uint64_t leases_revoked; /* someone else reported the chunk first */
+  uint64_t origin_refetch; /* grants of a chunk that was held before */
+  uint64_t created_ms;
+} trk_swarm_stats_t;
+
+typedef struct {
+  const trk_peer_t *peer; /* borrowed */
+  trk_role_t role;
+  uint32_t have_count;
+  uint32_t nleases;
+  uint64_t joined_ms;
+  uint64_t origin_chunks; /* leases this member completed */
+} trk_member_info_t;
+
+/* --- swarm (trk_swarm.c) ---------------------------------------------- */
+
+/* Returns a new empty swarm for digest with total_chunks chunks
+ * (1..TRK_MAX_CHUNKS), or NULL for a bad count or on allocation failure. */
+trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
+                           uint64_t now_ms);
+/* Frees the swarm; every member leaves first (their peers' join records
+ * are dropped). Accepts NULL. */
+void trk_swarm_free(trk_swarm_t *s);
+
+const ws_hash_t *trk_swarm_digest(const trk_swarm_t *s);
+/* "sha256-<hex>", static storage inside s. */
+const char *trk_swarm_digest_str(const trk_swarm_t *s);
+uint32_t trk_swarm_total_chunks(const trk_swarm_t *s);
+uint32_t trk_swarm_member_count(const trk_swarm_t *s);
+/* Release URI peers reported (borrowed, "" if none). */
+const char *trk_swarm_uri(const trk_swarm_t *s);
+/* Copies uri (at most TRK_URI_MAX bytes, no control chars) or WS_EUSAGE. */
+int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) WS_MUST_USE;
+/* Bytes one member costs (for the tracker's memory budget). */
+size_t trk_swarm_member_bytes(const trk_swarm_t *s);
+
+/* Adds peer as a member (borrows peer; records the join on the peer).
+ * *out borrows the member until trk_swarm_leave. WS_ELIMIT when the swarm
+ * has TRK_MAX_MEMBERS or the peer TRK_MAX_SWARMS_PER_PEER, WS_EEXISTS if
+ * already a member, -ENOMEM. */
+int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
+                   uint64_t now_ms, trk_member_t **out) WS_MUST_USE;
+/* Removes the member: frees its leases (they become leasable again),
+ * drops its chunks from availability, forgets the join on its peer, frees
+ * m. */
+void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m);
+/* The member record of peer in s, or NULL. */
+trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer);
+
+/* Replaces m's have-set with an MSB-first wire bitfield of exactly
+ * ceil(total_chunks / 8) bytes (WS_EBADMSG otherwise). Leases on chunks m
+ * now holds end (completed if m held them, revoked otherwise). */
+int trk_swarm_set_have(trk_swarm_t *s, trk_member_t *m, const uint8_t *bits,
+                       size_t nbytes) WS_MUST_USE;
+/* m reports one more chunk. 0 (also for a chunk already held), or
+ * WS_EBADMSG for an index out of range. */
+int trk_swarm_add_have(trk_swarm_t *s, trk_member_t *m,
+                       uint32_t chunk) WS_MUST_USE;
+void trk_swarm_set_role(trk_swarm_t *s, trk_member_t *m, trk_role_t role);
+
+void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out);
+/* Member i (0 <= i < member_count) in join order modulo removals. */
+void trk_swarm_member_info(const trk_swarm_t *s, uint32_t i,
+                           trk_member_info_t *out);
+/* Members holding chunk. */
+uint32_t trk_swarm_avail(const trk_swarm_t *s, uint32_t chunk);
+/* The member leasing chunk now, or NULL. */
+const trk_member_t *trk_swarm_lease_holder(const trk_swarm_t *s,
+                                           uint32_t chunk);
+
+int trk_member_has(const trk_member_t *m, uint32_t chunk);
+uint32_t trk_member_have_count(const trk_member_t *m);
+trk_peer_t *trk_member_peer(const trk_member_t *m);
+trk_role_t trk_member_role(const trk_member_t *m);
+
+/* --- origin leases (trk_lease.c) -------------------------------------- */
+
+/* Leases one member may hold now: TRK_ORIGIN_INFLIGHT_TARGET divided by the
+ * number of downloaders, clamped to [TRK_LEASES_PER_PEER_MIN, _MAX]. */
+uint32_t trk_lease_cap(const trk_swarm_t *s);
+/* Tops m up to min(trk_lease_cap(), want) leases on chunks nobody holds or
+ * fetches, lowest index first. Writes the newly granted chunk indices to
+ * granted (room for max_out) and returns how many. Seeds, complete members
+ * and want == 0 get none. */
+uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
+                         uint64_t now_ms, uint32_t *granted, uint32_t max_out);
+/* Extends m's lease on chunk to now + TRK_LEASE_TTL_MS; WS_ENOTFOUND if m
+ * does not hold it (expired, revoked, never granted). */
+int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
+                    uint64_t now_ms) WS_MUST_USE;
+/* m gives the lease back (fetch failed or cancelled); the chunk becomes
+ * leasable at once. WS_ENOTFOUND if m does not hold it. */
+int trk_lease_release(trk_swarm_t *s, trk_member_t *m,
+                      uint32_t chunk) WS_MUST_USE;
+/* Ends every lease whose deadline is <= now_ms; returns how many. */
+uint32_t trk_lease_expire(trk_swarm_t *s, uint64_t now_ms);
+/* Copies m's current leases (at most max) to out; returns how many. */
+uint32_t trk_lease_list(const trk_member_t *m, trk_lease_t *out, uint32_t max);
+
+/* --- peer selection (trk_select.c) ------------------------------------ */
+
+/* Picks at most max (<= TRK_REPLY_PEERS_MAX) other members with a listen
+ * port for asker: same non-empty zone first; within that, members holding
+ * or leasing a chunk asker lacks; ties in random order from *rng (an
+ * xorshift state, never 0). Examines at most TRK_SELECT_SCAN_MAX members
+ * from a random start. Writes borrowed peer pointers; returns the count. */
+uint32_t trk_select_peers(const trk_swarm_t *s, const trk_member_t *asker,
+                          uint32_t max, uint64_t *rng, const trk_peer_t **out);
+/* xorshift64 step used for tie-breaks; *state must be non-zero. */
+uint64_t trk_select_rand(uint64_t *state);
+
+#endif

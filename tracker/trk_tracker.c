@@ -1,0 +1,393 @@
+/* trk_tracker.c - glue of registry, swarms and wanted set; the operations
+ * of trk_tracker.h.
+ *
+ * Owns the swarm table (a dense array of at most TRK_MAX_SWARMS, swap-
+ * remove) and, through the registry, every peer. Invariant: a swarm exists
+ * only while it has members; it is freed by the call that removes its last
+ * member. Loop thread only.
+ */
+#include "trk_tracker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct trk_tracker_s {
+  trk_peers_t *peers;
+  trk_wanted_t *wanted;
+  trk_swarm_t *swarms[TRK_MAX_SWARMS];
+  uint32_t nswarms;
+  uint64_t rng;
+  trk_tracker_stats_t st;
+};
+
+trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
+                               uint64_t now_ms) {
+  trk_tracker_t *t = calloc(1, sizeof(*t));
+  if (t == NULL)
+    goto fail;
+  t->peers = trk_peers_new(max_peers);
+  if (t->peers == NULL)
+    goto fail_t;
+  t->wanted = trk_wanted_new();
+  if (t->wanted == NULL)
+    goto fail_peers;
+  t->rng = seed != 0 ? seed : 0x2545F4914F6CDD1Dull;
+  t->st.started_ms = now_ms;
+  return t;
+
+fail_peers:
+  trk_peers_free(t->peers);
+fail_t:
+  free(t);
+fail:
+  return NULL;
+}
+
+void trk_tracker_free(trk_tracker_t *t) {
+  if (t == NULL)
+    return;
+  /* Swarms first: leaving drops the join records the peers point at. */
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    trk_swarm_free(t->swarms[i]);
+  trk_peers_free(t->peers);
+  trk_wanted_free(t->wanted);
+  free(t);
+}
+
+trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
+                                    const ws_hash_t *digest) {
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest))
+      return t->swarms[i];
+  return NULL;
+}
+
+static void swarm_drop(trk_tracker_t *t, trk_swarm_t *s) {
+  for (uint32_t i = 0; i < t->nswarms; i++) {
+    if (t->swarms[i] == s) {
+      t->swarms[i] = t->swarms[--t->nswarms];
+      trk_swarm_free(s);
+      return;
+    }
+  }
+}
+
+/* Removes m from s and frees s if it was the last member. */
+static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
+  trk_swarm_leave(s, m);
+  if (trk_swarm_member_count(s) == 0)
+    swarm_drop(t, s);
+}
+
+static uint64_t state_bytes(const trk_tracker_t *t) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    n += (uint64_t)trk_swarm_member_count(t->swarms[i]) *
+         trk_swarm_member_bytes(t->swarms[i]);
+  return n;
+}
+
+void trk_tracker_disconnect(trk_tracker_t *t, trk_peer_id_t id) {
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  if (p == NULL)
+    return;
+  while (p->njoined > 0) {
+    trk_peer_join_t j = p->joined[p->njoined - 1u];
+    member_leave(t, j.swarm, j.member);
+  }
+  trk_peers_remove(t->peers, id);
+}
+
+int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
+                        uint64_t now_ms, trk_peer_id_t *out,
+                        trk_peer_id_t *replaced) {
+  trk_peer_t *p;
+  trk_peer_id_t old_id = 0;
+  if (info == NULL || !trk_peer_node_id_valid(info->node_id))
+    return WS_EUSAGE;
+  trk_peer_t *old = trk_peers_find_node(t->peers, info->node_id);
+  if (old != NULL) {
+    old_id = old->id;
+    trk_tracker_disconnect(t, old_id);
+    t->st.peers_replaced++;
+  }
+  int rc = trk_peers_add(t->peers, info, now_ms, &p);
+  if (rc < 0)
+    return rc;
+  *out = p->id;
+  if (replaced != NULL)
+    *replaced = old_id;
+  return 0;
+}
+
+int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
+                            const trk_peer_info_t *info) {
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  if (p == NULL)
+    return WS_ENOTFOUND;
+  return trk_peer_update(p, info);
+}
+
+/* Finds or creates the swarm for a and joins p to it. */
+static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
+                       uint64_t now_ms, trk_swarm_t **out_s,
+                       trk_member_t **out_m) {
+  int rc;
+  int created = 0;
+  trk_swarm_t *s = trk_tracker_swarm_find(t, &a->digest);
+  if (s != NULL && trk_swarm_total_chunks(s) != a->total_chunks)
+    return WS_EPROTO;
+  trk_member_t *m = s == NULL ? NULL : trk_swarm_member_of(s, p);
+  if (m != NULL)
+    goto done;
+  if (p->njoined >= TRK_MAX_SWARMS_PER_PEER)
+    return WS_ELIMIT;
+  if (s == NULL) {
+    if (t->nswarms >= TRK_MAX_SWARMS)
+      return WS_ELIMIT;
+    s = trk_swarm_new(&a->digest, a->total_chunks, now_ms);
+    if (s == NULL)
+      return -ENOMEM;
+    t->swarms[t->nswarms++] = s;
+    created = 1;
+  }
+  if (state_bytes(t) + trk_swarm_member_bytes(s) > TRK_MAX_STATE_BYTES) {
+    rc = WS_ELIMIT;
+    goto fail_swarm;
+  }
+  rc = trk_swarm_join(s, p, a->role, now_ms, &m);
+  if (rc < 0)
+    goto fail_swarm;
+
+done:
+  *out_s = s;
+  *out_m = m;
+  return 0;
+
+fail_swarm:
+  if (created)
+    swarm_drop(t, s);
+  return rc;
+}
+
+static void reply_leases(trk_reply_t *r, const trk_member_t *m,
+                         uint32_t ngranted) {
+  r->nleases = trk_lease_list(m, r->leases, TRK_LEASES_PER_PEER_MAX);
+  r->ngranted = ngranted;
+}
+
+static int joined_release(trk_peer_t *p, const trk_wanted_entry_t *e) {
+  for (uint32_t i = 0; i < p->njoined; i++) {
+    const trk_swarm_t *s = p->joined[i].swarm;
+    if (e->has_digest ? ws_hash_eq(trk_swarm_digest(s), &e->digest)
+                      : strcmp(trk_swarm_uri(s), e->uri) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static void reply_wanted(trk_tracker_t *t, trk_peer_t *p, trk_reply_t *r) {
+  uint32_t n = trk_wanted_count(t->wanted);
+  for (uint32_t i = 0; i < n && r->nwanted < TRK_MAX_WANTED; i++) {
+    const trk_wanted_entry_t *e = trk_wanted_at(t->wanted, i);
+    if (!joined_release(p, e))
+      r->wanted[r->nwanted++] = e;
+  }
+}
+
+/* Applies the announce's have-set, deltas, role and uri to m. */
+static int member_apply(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
+                        const trk_announce_t *a) {
+  int rc;
+  if (a->uri != NULL && a->uri[0] != '\0') {
+    if (trk_wanted_uri_valid(a->uri) < 0)
+      return WS_EUSAGE;
+    if (strcmp(trk_swarm_uri(s), a->uri) != 0) {
+      rc = trk_swarm_set_uri(s, a->uri);
+      if (rc < 0)
+        return rc;
+    }
+    /* A wanted digest learns its URI from the first peer that knows it. */
+    const trk_wanted_entry_t *e = trk_wanted_find(t->wanted, &a->digest);
+    if (e != NULL && e->uri[0] == '\0' &&
+        trk_wanted_add(t->wanted, &a->digest, a->uri, 0) < 0)
+      return WS_EUSAGE;
+  }
+  trk_swarm_set_role(s, m, a->role);
+  if (a->bitfield != NULL) {
+    rc = trk_swarm_set_have(s, m, a->bitfield, a->bitfield_len);
+    if (rc < 0)
+      return rc;
+  }
+  if (a->nhave > trk_swarm_total_chunks(s))
+    return WS_EBADMSG;
+  for (uint32_t i = 0; i < a->nhave; i++) {
+    rc = trk_swarm_add_have(s, m, a->have[i]);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
+                         const trk_announce_t *a, uint64_t now_ms,
+                         trk_reply_t *r) {
+  int rc;
+  trk_swarm_t *s;
+  trk_member_t *m;
+  uint32_t granted[TRK_LEASES_PER_PEER_MAX];
+  memset(r, 0, sizeof(*r));
+  r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  if (p == NULL)
+    return WS_ENOTFOUND;
+  rc = trk_peer_rate_take(p, now_ms);
+  if (rc < 0) {
+    t->st.announces_limited++;
+    return rc;
+  }
+  t->st.announces++;
+  if (a->total_chunks == 0 || a->total_chunks > TRK_MAX_CHUNKS) {
+    rc = WS_ELIMIT;
+    goto fail;
+  }
+  if (a->role >= TRK_ROLE_LAST) {
+    rc = WS_EUSAGE;
+    goto fail;
+  }
+  if (a->leave) {
+    s = trk_tracker_swarm_find(t, &a->digest);
+    m = s == NULL ? NULL : trk_swarm_member_of(s, p);
+    if (m != NULL)
+      member_leave(t, s, m);
+    reply_wanted(t, p, r);
+    return 0;
+  }
+  rc = swarm_enter(t, p, a, now_ms, &s, &m);
+  if (rc < 0)
+    goto fail;
+  rc = member_apply(t, s, m, a);
+  if (rc < 0)
+    goto fail;
+  t->st.leases_expired += trk_lease_expire(s, now_ms);
+  uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
+                                TRK_LEASES_PER_PEER_MAX);
+  reply_leases(r, m, ng);
+  r->npeers = trk_select_peers(s, m, a->max_peers, &t->rng, r->peers);
+  reply_wanted(t, p, r);
+  return 0;
+
+fail:
+  t->st.announces_rejected++;
+  memset(r, 0, sizeof(*r));
+  return rc;
+}
+
+static int find_member(trk_tracker_t *t, trk_peer_id_t id,
+                       const ws_hash_t *digest, trk_swarm_t **s,
+                       trk_member_t **m) {
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  if (p == NULL)
+    return WS_ENOTFOUND;
+  *s = trk_tracker_swarm_find(t, digest);
+  *m = *s == NULL ? NULL : trk_swarm_member_of(*s, p);
+  return *m == NULL ? WS_ENOTFOUND : 0;
+}
+
+int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
+                     const ws_hash_t *digest, const uint32_t *chunks,
+                     uint32_t n, uint32_t want_leases, uint64_t now_ms,
+                     trk_reply_t *r) {
+  trk_swarm_t *s;
+  trk_member_t *m;
+  uint32_t granted[TRK_LEASES_PER_PEER_MAX];
+  if (r != NULL)
+    memset(r, 0, sizeof(*r));
+  int rc = find_member(t, id, digest, &s, &m);
+  if (rc < 0)
+    return rc;
+  if (n > trk_swarm_total_chunks(s))
+    return WS_EBADMSG;
+  for (uint32_t i = 0; i < n; i++) {
+    rc = trk_swarm_add_have(s, m, chunks[i]);
+    if (rc < 0)
+      return rc;
+  }
+  t->st.haves += n;
+  uint32_t ng = trk_lease_grant(s, m, want_leases, now_ms, granted,
+                                TRK_LEASES_PER_PEER_MAX);
+  if (r != NULL) {
+    r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+    reply_leases(r, m, ng);
+  }
+  return 0;
+}
+
+int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
+                      const ws_hash_t *digest, uint32_t chunk,
+                      uint64_t now_ms) {
+  trk_swarm_t *s;
+  trk_member_t *m;
+  int rc = find_member(t, id, digest, &s, &m);
+  if (rc < 0)
+    return rc;
+  return trk_lease_renew(s, m, chunk, now_ms);
+}
+
+int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
+                        const ws_hash_t *digest, uint32_t chunk) {
+  trk_swarm_t *s;
+  trk_member_t *m;
+  int rc = find_member(t, id, digest, &s, &m);
+  if (rc < 0)
+    return rc;
+  return trk_lease_release(s, m, chunk);
+}
+
+uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    n += trk_lease_expire(t->swarms[i], now_ms);
+  t->st.leases_expired += n;
+  return n;
+}
+
+int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
+                         const char *uri, uint64_t now_ms) {
+  if (uri != NULL && uri[0] == '\0')
+    uri = NULL;
+  if (uri == NULL && digest != NULL) {
+    const trk_swarm_t *s = trk_tracker_swarm_find(t, digest);
+    if (s == NULL && trk_wanted_find(t->wanted, digest) == NULL)
+      return WS_ENOTFOUND;
+    if (s != NULL && trk_swarm_uri(s)[0] != '\0')
+      uri = trk_swarm_uri(s);
+  }
+  return trk_wanted_add(t->wanted, digest, uri, now_ms);
+}
+
+trk_peers_t *trk_tracker_peers(const trk_tracker_t *t) {
+  return t->peers;
+}
+
+trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t) {
+  return t->wanted;
+}
+
+uint32_t trk_tracker_swarm_count(const trk_tracker_t *t) {
+  return t->nswarms;
+}
+
+trk_swarm_t *trk_tracker_swarm_at(const trk_tracker_t *t, uint32_t i) {
+  return i < t->nswarms ? t->swarms[i] : NULL;
+}
+
+void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out) {
+  *out = t->st;
+  out->peers = trk_peers_count(t->peers);
+  out->peers_max = trk_peers_max(t->peers);
+  out->swarms = t->nswarms;
+  out->wanted = trk_wanted_count(t->wanted);
+  out->state_bytes = state_bytes(t);
+}

@@ -1,0 +1,141 @@
+/* trk_tracker.h - the tracker's whole soft state and the operations the
+ * network layer calls: connect, announce, have, renew, release,
+ * disconnect, tick, prefetch.
+ *
+ * Owns the peer registry, every swarm (created on the first announce of a
+ * digest, freed when its last member leaves) and the wanted set. Nothing
+ * here does I/O or reads a clock: trk_server.c / trk_http.c decode the
+ * wire and pass now_ms. A tracker restart starts from empty state; peers
+ * reconnect and re-announce their have-sets, so swarms, availability and
+ * (after one TTL at most) leases are rebuilt within one announce interval.
+ *
+ * Loop thread only.
+ */
+#ifndef TRK_TRACKER_H
+#define TRK_TRACKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "trk_config.h"
+#include "trk_peer.h"
+#include "trk_swarm.h"
+#include "trk_wanted.h"
+#include "ws_err.h"
+
+typedef struct trk_tracker_s trk_tracker_t;
+
+/* One announce for one release. Pointers are borrowed for the call. */
+typedef struct {
+  ws_hash_t digest;
+  const char *uri;       /* optional: the release URI the peer resolved */
+  uint32_t total_chunks; /* 1..TRK_MAX_CHUNKS; must match the swarm */
+  trk_role_t role;
+  const uint8_t *bitfield; /* optional full have-set, MSB-first wire form */
+  size_t bitfield_len;     /* ceil(total_chunks / 8) when bitfield != NULL */
+  const uint32_t *have;    /* optional have deltas, applied after bitfield */
+  uint32_t nhave;          /* at most total_chunks */
+  uint32_t want_leases;    /* origin fetches the peer runs at once; 0: none */
+  uint32_t max_peers;      /* peers wanted in the reply; 0: none */
+  int leave;               /* the peer stops sharing this release */
+} trk_announce_t;
+
+/* What the network layer sends back. Pointers borrow tracker state and
+ * stay valid until the next call that changes the tracker. */
+typedef struct {
+  uint32_t npeers;
+  const trk_peer_t *peers[TRK_REPLY_PEERS_MAX];
+  /* Every origin lease the peer holds in this swarm now (old and new);
+   * the peer drops in-flight fetches not listed here. */
+  uint32_t nleases;
+  trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
+  uint32_t ngranted; /* how many of leases[] are new in this reply */
+  /* Wanted releases this peer has not joined. */
+  uint32_t nwanted;
+  const trk_wanted_entry_t *wanted[TRK_MAX_WANTED];
+  uint32_t interval_ms; /* when to announce again */
+} trk_reply_t;
+
+typedef struct {
+  uint32_t peers;
+  uint32_t peers_max;
+  uint32_t swarms;
+  uint32_t wanted;
+  uint64_t state_bytes; /* have-bitfields and member records */
+  uint64_t announces;
+  uint64_t announces_limited;
+  uint64_t announces_rejected; /* bad input or caps */
+  uint64_t haves;
+  uint64_t leases_expired; /* by trk_tracker_tick and announce sweeps */
+  uint64_t peers_replaced; /* same node id reconnected */
+  uint64_t started_ms;
+} trk_tracker_stats_t;
+
+/* Returns a new empty tracker (max_peers 0 = TRK_MAX_PEERS; seed drives
+ * the tie-break shuffle), or NULL on allocation failure. */
+trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
+                               uint64_t now_ms);
+void trk_tracker_free(trk_tracker_t *t); /* accepts NULL */
+
+/* Registers an authenticated connection. A peer already registered with
+ * the same node id (a restarted daemon whose old connection is not yet
+ * seen dead) is disconnected first and its id written to *replaced (0 if
+ * none) so the caller can close that connection. WS_ELIMIT at the peer
+ * cap, WS_EUSAGE for bad info. */
+int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
+                        uint64_t now_ms, trk_peer_id_t *out,
+                        trk_peer_id_t *replaced) WS_MUST_USE;
+/* Forgets the peer: it leaves every swarm, its leases become leasable at
+ * once. No-op for an unknown id. */
+void trk_tracker_disconnect(trk_tracker_t *t, trk_peer_id_t id);
+/* Updates the peer's listen address / zone (announce header fields). */
+int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
+                            const trk_peer_info_t *info) WS_MUST_USE;
+
+/* Handles one announce: joins/creates the swarm, applies the have-set and
+ * deltas, tops up origin leases, selects peers, lists wanted releases.
+ * Costs one token of the peer's announce bucket (WS_EBUSY when empty).
+ * Errors: WS_ENOTFOUND unknown peer, WS_EPROTO chunk count differs from the
+ * swarm's, WS_ELIMIT a cap (swarms, members, swarms per peer, memory),
+ * WS_EBADMSG bad bitfield/delta, WS_EUSAGE bad uri/role. On error *reply
+ * is zeroed; state changes already applied (e.g. a valid bitfield) stay. */
+int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
+                         const trk_announce_t *a, uint64_t now_ms,
+                         trk_reply_t *reply) WS_MUST_USE;
+/* Light update between announces: the peer now holds chunks[0..n).
+ * No token (work is bounded by the release's chunk count). Completed
+ * leases are topped up with want_leases as the peer's limit; reply (may be
+ * NULL) gets the lease list only. WS_ENOTFOUND if the peer is not in the
+ * swarm. */
+int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
+                     const ws_hash_t *digest, const uint32_t *chunks,
+                     uint32_t n, uint32_t want_leases, uint64_t now_ms,
+                     trk_reply_t *reply) WS_MUST_USE;
+/* Lease renew / release for one chunk; WS_ENOTFOUND if the peer, swarm or
+ * lease is unknown (the peer should stop fetching that chunk). */
+int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
+                      const ws_hash_t *digest, uint32_t chunk,
+                      uint64_t now_ms) WS_MUST_USE;
+int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
+                        const ws_hash_t *digest, uint32_t chunk) WS_MUST_USE;
+/* Periodic work (every TRK_SWEEP_INTERVAL_MS): expires leases in all
+ * swarms. Returns how many expired. */
+uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms);
+
+/* The autoscaler hook. digest and/or uri (see trk_wanted_add). A digest
+ * alone must name a swarm the tracker knows (its URI is filled in from the
+ * swarm) or WS_ENOTFOUND. Returns 0 new, 1 already wanted, or an error. */
+int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
+                         const char *uri, uint64_t now_ms) WS_MUST_USE;
+
+/* Read access for JSON, metrics and the server. */
+trk_peers_t *trk_tracker_peers(const trk_tracker_t *t);
+trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t);
+uint32_t trk_tracker_swarm_count(const trk_tracker_t *t);
+trk_swarm_t *trk_tracker_swarm_at(const trk_tracker_t *t, uint32_t i);
+trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
+                                    const ws_hash_t *digest);
+void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out);
+
+#endif

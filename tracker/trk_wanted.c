@@ -1,0 +1,225 @@
+/* trk_wanted.c - the wanted set: a small bounded array of releases.
+ *
+ * Owns its entries (fixed array of TRK_MAX_WANTED). Order is insertion
+ * order, so replies list older prefetches first. Loop thread only.
+ */
+#include "trk_wanted.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_FILE_MAX (1u << 20)
+#define S3_SCHEME "s3://"
+
+struct trk_wanted_s {
+  uint32_t n;
+  uint64_t version;
+  trk_wanted_entry_t e[TRK_MAX_WANTED];
+};
+
+trk_wanted_t *trk_wanted_new(void) {
+  return calloc(1, sizeof(trk_wanted_t));
+}
+
+void trk_wanted_free(trk_wanted_t *w) {
+  free(w);
+}
+
+int trk_wanted_uri_valid(const char *uri) {
+  if (uri == NULL)
+    return WS_EUSAGE;
+  size_t n = strnlen(uri, TRK_URI_MAX + 1);
+  size_t pre = sizeof(S3_SCHEME) - 1u;
+  if (n > TRK_URI_MAX || n <= pre || memcmp(uri, S3_SCHEME, pre) != 0)
+    return WS_EUSAGE;
+  for (size_t i = pre; i < n; i++) {
+    unsigned char c = (unsigned char)uri[i];
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '\\')
+      return WS_EUSAGE;
+  }
+  return 0;
+}
+
+int trk_wanted_uri_digest(const char *uri, ws_hash_t *out) {
+  if (trk_wanted_uri_valid(uri) < 0)
+    return WS_EUSAGE;
+  const size_t plen = sizeof(WS_DIGEST_PREFIX) - 1u;
+  int found = 0;
+  ws_hash_t h;
+  const char *seg = uri + sizeof(S3_SCHEME) - 1u;
+  while (*seg != '\0') {
+    const char *end = strchr(seg, '/');
+    size_t len = end == NULL ? strlen(seg) : (size_t)(end - seg);
+    if (len == WS_DIGEST_STR_LEN && memcmp(seg, WS_DIGEST_PREFIX, plen) == 0 &&
+        ws_hash_from_hex(seg + plen, WS_SHA256_HEX_LEN, &h) == 0) {
+      *out = h;
+      found = 1;
+    }
+    if (end == NULL)
+      break;
+    seg = end + 1;
+  }
+  return found ? 0 : WS_ENOTFOUND;
+}
+
+static trk_wanted_entry_t *find_digest(trk_wanted_t *w, const ws_hash_t *d) {
+  for (uint32_t i = 0; i < w->n; i++)
+    if (w->e[i].has_digest && ws_hash_eq(&w->e[i].digest, d))
+      return &w->e[i];
+  return NULL;
+}
+
+static trk_wanted_entry_t *find_uri(trk_wanted_t *w, const char *uri) {
+  for (uint32_t i = 0; i < w->n; i++)
+    if (strcmp(w->e[i].uri, uri) == 0)
+      return &w->e[i];
+  return NULL;
+}
+
+static void set_uri(trk_wanted_entry_t *e, const char *uri) {
+  size_t n = strnlen(uri, TRK_URI_MAX);
+  memcpy(e->uri, uri, n);
+  e->uri[n] = '\0';
+}
+
+int trk_wanted_add(trk_wanted_t *w, const ws_hash_t *digest, const char *uri,
+                   uint64_t now_ms) {
+  ws_hash_t d;
+  int has_d = 0;
+  if (uri != NULL && uri[0] == '\0')
+    uri = NULL;
+  if (digest == NULL && uri == NULL)
+    return WS_EUSAGE;
+  if (uri != NULL) {
+    int rc = trk_wanted_uri_digest(uri, &d);
+    if (rc == WS_EUSAGE)
+      return rc;
+    has_d = rc == 0;
+    if (has_d && digest != NULL && !ws_hash_eq(&d, digest))
+      return WS_EDIGEST;
+  }
+  if (digest != NULL) {
+    d = *digest;
+    has_d = 1;
+  }
+  trk_wanted_entry_t *e = has_d ? find_digest(w, &d) : find_uri(w, uri);
+  if (e != NULL) {
+    if (uri != NULL && strcmp(e->uri, uri) != 0) {
+      set_uri(e, uri);
+      w->version++;
+    }
+    return 1;
+  }
+  if (w->n >= TRK_MAX_WANTED)
+    return WS_ELIMIT;
+  e = &w->e[w->n];
+  memset(e, 0, sizeof(*e));
+  e->has_digest = has_d;
+  if (has_d) {
+    e->digest = d;
+    ws_digest_to_str(&d, e->digest_str);
+  }
+  if (uri != NULL)
+    set_uri(e, uri);
+  e->added_ms = now_ms;
+  w->n++;
+  w->version++;
+  return 0;
+}
+
+int trk_wanted_remove(trk_wanted_t *w, const char *key) {
+  if (key == NULL || key[0] == '\0')
+    return WS_ENOTFOUND;
+  for (uint32_t i = 0; i < w->n; i++) {
+    trk_wanted_entry_t *e = &w->e[i];
+    if (strcmp(e->digest_str, key) == 0 || strcmp(e->uri, key) == 0) {
+      memmove(e, e + 1, (size_t)(w->n - i - 1u) * sizeof(*e));
+      w->n--;
+      w->version++;
+      return 0;
+    }
+  }
+  return WS_ENOTFOUND;
+}
+
+uint32_t trk_wanted_count(const trk_wanted_t *w) {
+  return w->n;
+}
+
+const trk_wanted_entry_t *trk_wanted_at(const trk_wanted_t *w, uint32_t i) {
+  return i < w->n ? &w->e[i] : NULL;
+}
+
+const trk_wanted_entry_t *trk_wanted_find(const trk_wanted_t *w,
+                                          const ws_hash_t *digest) {
+  return find_digest((trk_wanted_t *)w, digest);
+}
+
+uint64_t trk_wanted_version(const trk_wanted_t *w) {
+  return w->version;
+}
+
+char *trk_wanted_to_json(const trk_wanted_t *w) {
+  char *out = NULL;
+  cJSON *root = cJSON_CreateObject();
+  if (root == NULL)
+    goto done;
+  cJSON *arr = cJSON_AddArrayToObject(root, "wanted");
+  if (cJSON_AddNumberToObject(root, "version", 1) == NULL || arr == NULL)
+    goto done;
+  for (uint32_t i = 0; i < w->n; i++) {
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+      goto done;
+    cJSON_AddItemToArray(arr, o);
+    if (w->e[i].has_digest &&
+        cJSON_AddStringToObject(o, "digest", w->e[i].digest_str) == NULL)
+      goto done;
+    if (w->e[i].uri[0] != '\0' &&
+        cJSON_AddStringToObject(o, "uri", w->e[i].uri) == NULL)
+      goto done;
+  }
+  out = cJSON_PrintUnformatted(root);
+
+done:
+  cJSON_Delete(root);
+  return out;
+}
+
+int trk_wanted_load_json(trk_wanted_t *w, const char *buf, size_t len,
+                         uint64_t now_ms, uint32_t *skipped) {
+  int rc = 0;
+  uint32_t bad = 0;
+  if (len > STATE_FILE_MAX)
+    return WS_ELIMIT;
+  cJSON *root = cJSON_ParseWithLength(buf, len);
+  cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "wanted");
+  if (root == NULL || !cJSON_IsArray(arr)) {
+    rc = WS_EJSON;
+    goto done;
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, arr) {
+    const cJSON *jd = cJSON_GetObjectItemCaseSensitive(it, "digest");
+    const cJSON *ju = cJSON_GetObjectItemCaseSensitive(it, "uri");
+    ws_hash_t d;
+    const ws_hash_t *dp = NULL;
+    const char *uri = cJSON_IsString(ju) ? ju->valuestring : NULL;
+    if (cJSON_IsString(jd)) {
+      if (ws_digest_from_str(jd->valuestring, &d) < 0) {
+        bad++;
+        continue;
+      }
+      dp = &d;
+    }
+    if (trk_wanted_add(w, dp, uri, now_ms) < 0)
+      bad++;
+  }
+
+done:
+  cJSON_Delete(root);
+  if (skipped != NULL)
+    *skipped = bad;
+  return rc;
+}

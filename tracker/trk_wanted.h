@@ -1,0 +1,79 @@
+/* trk_wanted.h - the cluster-wide wanted set (the autoscaler hook).
+ *
+ * POST /api/v1/prefetch adds a release here; every announce reply lists the
+ * wanted releases the asking peer has not joined yet, so every connected
+ * peer and every peer that connects later fetches them. An entry is a
+ * digest ("sha256-<hex>"), a release URI ("s3://bucket/.../sha256-<hex>/"),
+ * or both; a URI that names a digest segment yields the digest. Entries stay
+ * until removed (DELETE), at most TRK_MAX_WANTED of them.
+ *
+ * Restart: like the rest of the tracker this is soft state. Releases peers
+ * hold or fetch come back by themselves (peers re-announce them, with their
+ * URIs, within one announce interval). A prefetch POSTed before a restart
+ * would be lost, so p2p-tracker --state FILE persists exactly this set
+ * (trk_wanted_to_json / trk_wanted_load_json, written with uv_fs off the
+ * loop's critical path after every change and read at start). Without
+ * --state, the autoscaler re-POSTs (the call is idempotent).
+ *
+ * Pure logic, loop thread only.
+ */
+#ifndef TRK_WANTED_H
+#define TRK_WANTED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "trk_config.h"
+#include "ws_err.h"
+
+typedef struct {
+  int has_digest;
+  ws_hash_t digest;
+  char digest_str[WS_DIGEST_STR_LEN + 1]; /* "" when !has_digest */
+  char uri[TRK_URI_MAX + 1];              /* "" when unknown */
+  uint64_t added_ms;
+} trk_wanted_entry_t;
+
+typedef struct trk_wanted_s trk_wanted_t;
+
+/* Returns a new empty set, or NULL on allocation failure. */
+trk_wanted_t *trk_wanted_new(void);
+void trk_wanted_free(trk_wanted_t *w); /* accepts NULL */
+
+/* Adds a release by digest, URI, or both (either may be NULL, not both).
+ * A URI's digest segment supplies a missing digest; a given digest that
+ * differs from the URI's is WS_EDIGEST. An existing entry (same digest, or
+ * same URI when there is no digest) is updated (a URI is filled in) and 1
+ * is returned; a new entry returns 0. WS_EUSAGE for a bad URI, WS_ELIMIT
+ * when TRK_MAX_WANTED entries exist. */
+int trk_wanted_add(trk_wanted_t *w, const ws_hash_t *digest, const char *uri,
+                   uint64_t now_ms) WS_MUST_USE;
+/* Removes the entry whose digest string or URI equals key; WS_ENOTFOUND. */
+int trk_wanted_remove(trk_wanted_t *w, const char *key) WS_MUST_USE;
+uint32_t trk_wanted_count(const trk_wanted_t *w);
+/* Entry i (0 <= i < count), borrowed until the next change. */
+const trk_wanted_entry_t *trk_wanted_at(const trk_wanted_t *w, uint32_t i);
+/* Entry with this digest, or NULL. */
+const trk_wanted_entry_t *trk_wanted_find(const trk_wanted_t *w,
+                                          const ws_hash_t *digest);
+/* Incremented by every change; the server persists when it moves. */
+uint64_t trk_wanted_version(const trk_wanted_t *w);
+
+/* Validates a release URI: "s3://" then at most TRK_URI_MAX printable,
+ * non-space, non-quote bytes. 0 or WS_EUSAGE. */
+int trk_wanted_uri_valid(const char *uri);
+/* The digest named by a "sha256-<64 hex>" path segment of uri (the last
+ * one): 0, WS_ENOTFOUND if none, WS_EUSAGE for an invalid URI. */
+int trk_wanted_uri_digest(const char *uri, ws_hash_t *out) WS_MUST_USE;
+
+/* State file form: {"version":1,"wanted":[{"digest":..,"uri":..},..]}.
+ * Returns a new malloc'd NUL-terminated string (caller frees), or NULL. */
+char *trk_wanted_to_json(const trk_wanted_t *w);
+/* Adds every entry of a state file (len bytes, at most 1 MiB); entries that
+ * fail validation are skipped and counted in *skipped (may be NULL).
+ * WS_EJSON if the document itself is malformed. */
+int trk_wanted_load_json(trk_wanted_t *w, const char *buf, size_t len,
+                         uint64_t now_ms, uint32_t *skipped) WS_MUST_USE;
+
+#endif
