@@ -117,7 +117,10 @@ static void srv_on_connection(uv_stream_t *server, int status) {
   if (l->srv->closing)
     return;
   rc = ws_httpd_conn_accept(l->srv, server, l->is_unix);
-  if (rc < 0)
+  if (rc == WS_EBUSY)
+    WS_LOGW("%s: refused a connection: %u open (max_conns)", l->srv->cfg.name,
+            l->srv->nconns);
+  else if (rc < 0)
     WS_LOGW("%s: accept failed: %s", l->srv->cfg.name, ws_strerror(rc));
 }
 

@@ -554,13 +554,17 @@ static int conn_sock_init(ws_httpd_t *srv, ws_httpd_sock_t *sock,
 /* Over the connection cap: accept (so the client is not left hanging in
  * the backlog), say 503 if the socket takes it at once, and close. */
 static int conn_reject(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
-  static const char k_busy[] =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-      "Content-Length: 63\r\nConnection: close\r\n\r\n"
+  static const char k_body[] =
       "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"too many "
       "connections\"}}";
+  char busy[256];
+  int n = snprintf(busy, sizeof(busy),
+                   "HTTP/1.1 503 Service Unavailable\r\n"
+                   "Content-Type: application/json\r\n"
+                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                   sizeof(k_body) - 1, k_body);
   conn_reject_t *r = calloc(1, sizeof(*r));
-  uv_buf_t b = uv_buf_init((char *)k_busy, sizeof(k_busy) - 1);
+  uv_buf_t b = uv_buf_init(busy, (unsigned)n);
   int rc;
 
   if (r == NULL)
