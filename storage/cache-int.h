@@ -63,10 +63,10 @@ cache_rel_t *cache_rel_find_locked(ws_cache_t *c, const ws_hash_t *digest);
 int cache_rel_add_locked(ws_cache_t *c, const ws_manifest_t *m,
                          cache_rel_t **out);
 void cache_rel_remove_locked(ws_cache_t *c, cache_rel_t *r);
-/* 1 if any release other than skip (published or assembling, or only
- * assembling ones when assembling_only) lists file h. */
+/* 1 if any release other than skip (published or being assembled) lists
+ * file h. */
 int cache_file_referenced_locked(const ws_cache_t *c, const ws_hash_t *h,
-                                 const cache_rel_t *skip, int assembling_only);
+                                 const cache_rel_t *skip);
 
 /* 1 if r is published and among the newest two of its model. */
 int cache_rel_kept_locked(const ws_cache_t *c, const cache_rel_t *r);

@@ -193,10 +193,10 @@ static int rel_lists(const cache_rel_t *r, const ws_hash_t *h) {
 }
 
 int cache_file_referenced_locked(const ws_cache_t *c, const ws_hash_t *h,
-                                 const cache_rel_t *skip, int assembling_only) {
+                                 const cache_rel_t *skip) {
   for (size_t i = 0; i < c->nrels; i++) {
     const cache_rel_t *r = c->rels[i];
-    if (r == skip || (assembling_only && !r->assembling))
+    if (r == skip)
       continue;
     if (rel_lists(r, h))
       return 1;
@@ -257,7 +257,7 @@ static void info_fill(const ws_cache_t *c, const cache_rel_t *r,
   memcpy(o->version, r->version, sizeof(o->version));
   for (uint32_t k = 0; k < r->nfiles; k++) {
     o->bytes += r->files[k].bytes;
-    if (!cache_file_referenced_locked(c, &r->files[k].h, r, 0))
+    if (!cache_file_referenced_locked(c, &r->files[k].h, r))
       o->unique_bytes += r->files[k].bytes;
   }
   o->published_ns = r->published_ns;

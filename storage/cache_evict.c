@@ -80,7 +80,7 @@ static int release_evict_locked(ws_cache_t *c, cache_rel_t *r) {
   r->nfiles = 0;
   cache_rel_remove_locked(c, r);
   for (uint32_t k = 0; k < nfiles; k++)
-    if (!cache_file_referenced_locked(c, &files[k].h, NULL, 0))
+    if (!cache_file_referenced_locked(c, &files[k].h, NULL))
       blob_remove_locked(c, &files[k].h);
   free(files);
   return 0;
@@ -90,14 +90,14 @@ static int release_evict_locked(ws_cache_t *c, cache_rel_t *r) {
 static int orphan_remove_one_locked(ws_cache_t *c) {
   for (size_t i = 0; i < c->blobs.n; i++) {
     ws_hash_t h = c->blobs.v[i].h;
-    if (!cache_file_referenced_locked(c, &h, NULL, 0)) {
+    if (!cache_file_referenced_locked(c, &h, NULL)) {
       blob_remove_locked(c, &h);
       return 1;
     }
   }
   for (size_t i = 0; i < c->partials.n; i++) {
     ws_hash_t h = c->partials.v[i].h;
-    if (!cache_file_referenced_locked(c, &h, NULL, 0)) {
+    if (!cache_file_referenced_locked(c, &h, NULL)) {
       partial_remove_locked(c, &h);
       return 1;
     }
