@@ -22,7 +22,11 @@
  * ws_store_file_t may be used by several worker threads at once for DIFFERENT
  * chunks: pwrite at distinct offsets is safe and bitmap updates are under a
  * per-file mutex. ws_store_file_finish/close must not race other calls on the
- * same handle.
+ * same handle. Keep at most ONE open handle per file sha256 in the process
+ * (two releases sharing a file share the handle): two handles on one
+ * partial would each rewrite bitmap bytes the other set.
+ * Call ws_store_release_begin before opening a release's files, also after a
+ * restart: partials that no assembling release covers are evictable.
  */
 #ifndef WS_STORE_H
 #define WS_STORE_H
