@@ -322,7 +322,7 @@ typedef struct {
   char *errbuf;
   size_t errlen;
   int chunk_size_given;
-  uint32_t with_chunks;    /* files that carry a chunks array */
+  uint32_t with_chunks;    /* non-empty files that carry chunk hashes */
   uint32_t without_chunks; /* non-empty files without one */
 } parse_ctx_t;
 
@@ -340,12 +340,12 @@ static int parse_chunks(parse_ctx_t *pc, const cJSON *arr, uint32_t k,
         pc->errbuf, pc->errlen, WS_ECHUNKCOUNT,
         "files[%" PRIu32 "].chunks: %d hashes, size %" PRIu64 " needs %" PRIu32,
         k, n, f->size, f->nchunks);
+  if (n == 0) /* an empty file: says nothing about the manifest's mode */
+    return 0;
   if (!pc->chunk_size_given)
     return ws_manifest_fail(pc->errbuf, pc->errlen, WS_ECHUNKSIZE,
                             "chunk_size: required when files have chunks");
   pc->with_chunks++;
-  if (n == 0)
-    return 0;
   f->chunks = calloc((size_t)n, sizeof(*f->chunks));
   if (f->chunks == NULL)
     return -ENOMEM;
