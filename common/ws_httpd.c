@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "ws_log.h"
@@ -163,6 +165,29 @@ static int srv_listener_start(ws_httpd_t *srv, ws_httpd_listener_t *l) {
   return rc;
 }
 
+/* Startup only (a local connect answers at once). Returns 0 if nobody
+ * listens at path (stale), -EADDRINUSE if someone does, or -errno. */
+static int srv_unix_probe(const char *path) {
+  struct sockaddr_un sa;
+  size_t len = strlen(path);
+  int fd, rc = 0;
+
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  if (len >= sizeof(sa.sun_path))
+    return -ENAMETOOLONG;
+  memcpy(sa.sun_path, path, len + 1);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN)
+    rc = -EADDRINUSE;
+  else if (errno != ECONNREFUSED)
+    rc = -errno;
+  close(fd);
+  return rc;
+}
+
 int ws_httpd_listen_unix(ws_httpd_t *srv, const char *path, int mode) {
   ws_httpd_listener_t *l = NULL;
   struct stat st;
@@ -171,10 +196,13 @@ int ws_httpd_listen_unix(ws_httpd_t *srv, const char *path, int mode) {
   if (srv == NULL || path == NULL || path[0] == '\0')
     return WS_EUSAGE;
   /* A socket file left by a crashed daemon would make bind fail; anything
-   * else at that path is not ours to remove. */
+   * else at that path is not ours to remove, nor is a live daemon's socket. */
   if (lstat(path, &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
       return -EEXIST;
+    rc = srv_unix_probe(path);
+    if (rc < 0)
+      return rc;
     if (unlink(path) != 0)
       return -errno;
   }

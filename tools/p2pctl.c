@@ -1,5 +1,6 @@
 /* p2pctl.c - command-line entry: dispatches to the ctl_*.c subcommands. */
 #include "ctl.h"
+#include "ctl_http.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,18 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* Global options before the command: --api SOCKET or --api=SOCKET. */
+  while (argc >= 2 && strncmp(argv[1], "--api", 5) == 0 &&
+         (argv[1][5] == '\0' || argv[1][5] == '=')) {
+    int used = argv[1][5] == '=' ? 1 : 2;
+    ctl_api_socket = used == 1 ? argv[1] + 6 : argv[2];
+    if (used == 2 && argc < 3) {
+      fputs("p2pctl: --api needs a SOCKET path\n", stderr);
+      return CTL_EXIT_USAGE;
+    }
+    argc -= used;
+    argv += used;
+  }
   if (argc < 2) {
     usage(stderr);
     return CTL_EXIT_USAGE;

@@ -720,6 +720,8 @@ static void test_listen_errors(void **state) {
   assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
   close(fd);
   assert_int_equal(ws_httpd_listen_unix(srv, path, 0600), 0);
+  /* A live socket (ours, now) is not taken over. */
+  assert_int_equal(ws_httpd_listen_unix(srv, path, 0600), -EADDRINUSE);
   assert_int_equal(ws_httpd_listen_tcp(srv, "bogus", NULL), WS_EUSAGE);
   assert_int_equal(ws_httpd_listen_tcp(srv, "127.0.0.1:99999", NULL),
                    WS_EUSAGE);
