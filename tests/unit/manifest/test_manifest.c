@@ -16,7 +16,7 @@
 #define HX "\"" H64 "\""
 #define V1(cs, files)                                                          \
   "{\"format\":\"weightswarm/v1\",\"chunk_size\":" cs ",\"files\":[" files "]" \
-                                                                           "}"
+  "}"
 #define FW(name, size) "{\"name\":" name ",\"size\":" size ",\"sha256\":" HX "}"
 #define FC(name, size, chunks)                                                 \
   "{\"name\":" name ",\"size\":" size ",\"sha256\":" HX ",\"chunks\":[" chunks \
