@@ -121,8 +121,8 @@ int ws_manifest_build(const char *dir, const ws_manifest_build_opts_t *opts,
 /* Checks every file of m against dir/<name>: it must be a regular file
  * (symlinks followed, so a cache release dir verifies) of the right size
  * whose sha256 and, unless whole-file, every chunk hash match. Extra files
- * in dir are ignored. Returns 0, WS_EDIGEST (content mismatch),
- * WS_ETRUNCATED (size mismatch), -ENOENT, ...; errbuf names the first
+ * in dir are ignored. Returns 0, WS_EDIGEST (size or content mismatch),
+ * WS_EPATH (not a regular file), -ENOENT, ...; errbuf names the first
  * failing file. m is borrowed. */
 int ws_manifest_verify_dir(const ws_manifest_t *m, const char *dir,
                            unsigned nthreads, char *errbuf,

@@ -34,6 +34,8 @@ uint64_t trk_select_rand(uint64_t *state) {
 
 static int useful(const trk_swarm_t *s, const trk_member_t *c,
                   const trk_member_t *asker) {
+  if (asker == NULL)
+    return c->have_count > 0 || c->nleases > 0;
   if (asker->have_count == s->total)
     return 0;
   for (uint32_t i = 0; i < c->nleases; i++)
@@ -57,8 +59,9 @@ static int cand_cmp(const void *a, const void *b) {
   return 0;
 }
 
-uint32_t trk_select_peers(const trk_swarm_t *s, const trk_member_t *asker,
-                          uint32_t max, uint64_t *rng, const trk_peer_t **out) {
+uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
+                          const trk_member_t *asker, uint32_t max,
+                          uint64_t *rng, const trk_peer_t **out) {
   cand_t cand[TRK_SELECT_SCAN_MAX];
   uint32_t ncand = 0;
   if (max > TRK_REPLY_PEERS_MAX)
@@ -70,10 +73,10 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_member_t *asker,
   uint32_t scan =
       s->nmembers < TRK_SELECT_SCAN_MAX ? s->nmembers : TRK_SELECT_SCAN_MAX;
   uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
-  const char *zone = asker->peer->zone;
+  const char *zone = who->zone;
   for (uint32_t k = 0; k < scan; k++) {
     const trk_member_t *c = s->members[(start + k) % s->nmembers];
-    if (c == asker || c->peer == asker->peer || c->peer->port == 0)
+    if (c == asker || c->peer == who || c->peer->port == 0)
       continue;
     uint32_t rank = 0;
     if (zone[0] != '\0' && strcmp(zone, c->peer->zone) == 0)

@@ -159,13 +159,16 @@ uint32_t trk_lease_list(const trk_member_t *m, trk_lease_t *out, uint32_t max);
 
 /* --- peer selection (trk_select.c) ------------------------------------ */
 
-/* Picks at most max (<= TRK_REPLY_PEERS_MAX) other members with a listen
- * port for asker: same non-empty zone first; within that, members holding
- * or leasing a chunk asker lacks; ties in random order from *rng (an
- * xorshift state, never 0). Examines at most TRK_SELECT_SCAN_MAX members
- * from a random start. Writes borrowed peer pointers; returns the count. */
-uint32_t trk_select_peers(const trk_swarm_t *s, const trk_member_t *asker,
-                          uint32_t max, uint64_t *rng, const trk_peer_t **out);
+/* Picks at most max (<= TRK_REPLY_PEERS_MAX) members other than who, each
+ * with a listen port: same non-empty zone as who first; within that,
+ * members holding or leasing a chunk asker lacks; ties in random order from
+ * *rng (xorshift state). asker is who's membership, or NULL when who has
+ * not joined (it knows no chunk count yet: it lacks everything). Examines
+ * at most TRK_SELECT_SCAN_MAX members from a random start. Writes borrowed
+ * peer pointers to out; returns the count. */
+uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
+                          const trk_member_t *asker, uint32_t max,
+                          uint64_t *rng, const trk_peer_t **out);
 /* xorshift64 step used for tie-breaks; *state must be non-zero. */
 uint64_t trk_select_rand(uint64_t *state);
 

@@ -248,7 +248,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     return rc;
   }
   t->st.announces++;
-  if (a->total_chunks == 0 || a->total_chunks > TRK_MAX_CHUNKS) {
+  if (a->total_chunks > TRK_MAX_CHUNKS) {
     rc = WS_ELIMIT;
     goto fail;
   }
@@ -256,11 +256,17 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     rc = WS_EUSAGE;
     goto fail;
   }
-  if (a->leave) {
+  if (a->leave || a->total_chunks == 0) {
+    /* Leaving, or not joined yet (no manifest, so no chunk count): the
+     * peer gets holders to fetch the manifest from, and the wanted set. */
     s = trk_tracker_swarm_find(t, &a->digest);
     m = s == NULL ? NULL : trk_swarm_member_of(s, p);
-    if (m != NULL)
+    if (a->leave && m != NULL) {
       member_leave(t, s, m);
+      s = NULL;
+    }
+    if (!a->leave && s != NULL)
+      r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
     reply_wanted(t, p, r);
     return 0;
   }
@@ -274,7 +280,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   reply_leases(r, m, ng);
-  r->npeers = trk_select_peers(s, m, a->max_peers, &t->rng, r->peers);
+  r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
   reply_wanted(t, p, r);
   return 0;
 

@@ -30,7 +30,8 @@ typedef struct trk_tracker_s trk_tracker_t;
 typedef struct {
   ws_hash_t digest;
   const char *uri;       /* optional: the release URI the peer resolved */
-  uint32_t total_chunks; /* 1..TRK_MAX_CHUNKS; must match the swarm */
+  uint32_t total_chunks; /* 1..TRK_MAX_CHUNKS, must match the swarm; 0:
+                            manifest not known yet (no join, peers only) */
   trk_role_t role;
   const uint8_t *bitfield; /* optional full have-set, MSB-first wire form */
   size_t bitfield_len;     /* ceil(total_chunks / 8) when bitfield != NULL */

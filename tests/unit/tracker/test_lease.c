@@ -1,0 +1,450 @@
+/* test_lease.c - origin leases: exclusivity, spreading, expiry, re-grant,
+ * holder loss, revocation, never leasing held chunks, cap scaling. Every
+ * step of the simulations re-checks all swarm invariants (fx_check).
+ */
+#include "trk_fixture.h"
+
+#define ALL TRK_LEASES_PER_PEER_MAX
+
+static uint32_t grant(fx_t *fx, uint32_t i, uint64_t now, uint32_t *out) {
+  uint32_t tmp[ALL];
+  return trk_lease_grant(fx->s, fx->m[i], ALL, now, out ? out : tmp, ALL);
+}
+
+static void test_cap_scales_with_downloaders(void **state) {
+  (void)state;
+  fx_t fx;
+  fx_init(&fx, 1, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MAX);
+  assert_int_equal(grant(&fx, 0, 0, NULL), TRK_LEASES_PER_PEER_MAX);
+  fx_free(&fx);
+
+  fx_init(&fx, 8, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), 2);
+  fx_free(&fx);
+
+  fx_init(&fx, 4, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), 4);
+  fx_free(&fx);
+
+  fx_init(&fx, 40, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MIN);
+  fx_free(&fx);
+}
+
+static void test_want_limits_and_seeds(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t out[ALL];
+  fx_init(&fx, 2, 100, NULL);
+  assert_int_equal(trk_lease_grant(fx.s, fx.m[0], 1, 0, out, ALL), 1);
+  assert_int_equal(trk_lease_grant(fx.s, fx.m[0], 1, 0, out, ALL), 0);
+  assert_int_equal(trk_lease_grant(fx.s, fx.m[0], 0, 0, out, ALL), 0);
+  /* A seed never fetches from the origin; becoming one drops leases. */
+  trk_swarm_set_role(fx.s, fx.m[0], TRK_ROLE_SEED);
+  assert_int_equal(fx.m[0]->nleases, 0);
+  assert_int_equal(grant(&fx, 0, 0, NULL), 0);
+  fx_check(fx.s);
+  /* max_out bounds the output even below the cap. */
+  assert_int_equal(trk_lease_grant(fx.s, fx.m[1], ALL, 0, out, 1), 1);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_disjoint_first_round(void **state) {
+  (void)state;
+  fx_t fx;
+  uint8_t seen[64] = {0};
+  fx_init(&fx, 8, 64, NULL);
+  for (uint32_t i = 0; i < 8; i++) {
+    uint32_t out[ALL];
+    uint32_t n = grant(&fx, i, 0, out);
+    assert_int_equal(n, 2);
+    for (uint32_t k = 0; k < n; k++) {
+      assert_int_equal(seen[out[k]], 0);
+      seen[out[k]] = 1;
+      assert_ptr_equal(trk_swarm_lease_holder(fx.s, out[k]), fx.m[i]);
+    }
+    fx_check(fx.s);
+  }
+  /* Lowest chunks first: the 16 leases are exactly chunks 0..15. */
+  for (uint32_t c = 0; c < 64; c++)
+    assert_int_equal(seen[c], c < 16);
+  fx_free(&fx);
+}
+
+static void test_no_lease_for_held_chunks(void **state) {
+  (void)state;
+  fx_t fx;
+  uint8_t bits[4] = {0xFF, 0x0F, 0x00, 0x01}; /* chunks 0-7, 12-15, 31 */
+  fx_init(&fx, 3, 32, NULL);
+  assert_int_equal(trk_swarm_set_have(fx.s, fx.m[0], bits, sizeof(bits)), 0);
+  assert_int_equal(trk_member_have_count(fx.m[0]), 13);
+  assert_true(trk_member_has(fx.m[0], 12) && !trk_member_has(fx.m[0], 11));
+  assert_true(trk_member_has(fx.m[0], 31));
+  fx_check(fx.s);
+  for (uint64_t now = 0; now < 10; now++) {
+    for (uint32_t i = 0; i < 3; i++) {
+      uint32_t out[ALL];
+      uint32_t n = grant(&fx, i, now, out);
+      for (uint32_t k = 0; k < n; k++) {
+        assert_int_equal(trk_swarm_avail(fx.s, out[k]), 0);
+        assert_false(trk_member_has(fx.m[i], out[k]));
+        assert_int_equal(trk_swarm_add_have(fx.s, fx.m[i], out[k]), 0);
+      }
+      fx_check(fx.s);
+    }
+  }
+  /* 19 chunks were missing; each was fetched exactly once. */
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_granted, 19);
+  assert_int_equal(st.leases_completed, 19);
+  assert_int_equal(st.chunks_need, 0);
+  /* Bad bitfield lengths and indexes are refused. */
+  assert_int_equal(trk_swarm_set_have(fx.s, fx.m[1], bits, 3), WS_EBADMSG);
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], 32), WS_EBADMSG);
+  fx_free(&fx);
+}
+
+static void test_done_chunks_never_released_again(void **state) {
+  (void)state;
+  fx_t fx;
+  fx_init(&fx, 4, 40, NULL);
+  uint64_t now = 0;
+  while (fx.s->need_count > 0 || fx.s->leased > 0) {
+    for (uint32_t i = 0; i < 4; i++) {
+      uint32_t out[ALL];
+      uint32_t n = grant(&fx, i, now, out);
+      for (uint32_t k = 0; k < n; k++)
+        assert_int_equal(trk_swarm_add_have(fx.s, fx.m[i], out[k]), 0);
+    }
+    fx_check(fx.s);
+    now += 100;
+    assert_true(now < 100000);
+  }
+  /* Every chunk is held somewhere: nobody, old or new, gets a lease. */
+  trk_peer_t *late;
+  trk_member_t *lm;
+  trk_peer_info_t info = {.node_id = "late", .port = 1};
+  assert_int_equal(trk_peers_add(fx.reg, &info, now, &late), 0);
+  assert_int_equal(trk_swarm_join(fx.s, late, TRK_ROLE_LEECH, now, &lm), 0);
+  uint32_t out[ALL];
+  assert_int_equal(trk_lease_grant(fx.s, lm, ALL, now, out, ALL), 0);
+  for (uint32_t i = 0; i < 4; i++)
+    assert_int_equal(grant(&fx, i, now, NULL), 0);
+  assert_int_equal(trk_lease_expire(fx.s, now + 10 * TRK_LEASE_TTL_MS), 0);
+  assert_int_equal(trk_lease_grant(fx.s, lm, ALL, now, out, ALL), 0);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_granted, 40);
+  assert_int_equal(st.origin_refetch, 0);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_expiry_and_regrant(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL], b[ALL];
+  fx_init(&fx, 2, 8, NULL);
+  /* Two downloaders: cap 8 each, 8 chunks: A takes all of them. */
+  assert_int_equal(grant(&fx, 0, 1000, a), 8);
+  assert_int_equal(grant(&fx, 1, 1000, b), 0);
+  assert_int_equal(trk_lease_expire(fx.s, 1000 + TRK_LEASE_TTL_MS - 1), 0);
+  /* A renews chunk 3 only, halfway through the TTL. */
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 3, 8000), 0);
+  assert_int_equal(trk_lease_expire(fx.s, 1000 + TRK_LEASE_TTL_MS), 7);
+  fx_check(fx.s);
+  assert_int_equal(fx.m[0]->nleases, 1);
+  /* The stalled chunks go to B, lowest first, and never chunk 3. */
+  uint32_t n = grant(&fx, 1, 16000, b);
+  assert_int_equal(n, 7);
+  for (uint32_t k = 0; k < n; k++)
+    assert_int_not_equal(b[k], 3);
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 0, 16000), WS_ENOTFOUND);
+  assert_int_equal(trk_lease_expire(fx.s, 8000 + TRK_LEASE_TTL_MS - 1), 0);
+  assert_int_equal(trk_lease_expire(fx.s, 8000 + TRK_LEASE_TTL_MS), 1);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_expired, 8);
+  assert_int_equal(st.leases_granted, 15);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_release_and_holder_leave(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL];
+  fx_init(&fx, 3, 30, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 6); /* 3 downloaders: cap 6 */
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0]), 0);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0]), WS_ENOTFOUND);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[1], a[1]), WS_ENOTFOUND);
+  fx_check(fx.s);
+  /* A also completed chunk 20 (it had it from elsewhere). */
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], 20), 0);
+  /* A disconnects: its 5 leases are leasable at once, chunk 20 too. */
+  trk_peer_t *pa = fx.peer[0];
+  trk_swarm_leave(fx.s, fx.m[0]);
+  fx.m[0] = NULL;
+  assert_int_equal(pa->njoined, 0);
+  fx_check(fx.s);
+  assert_int_equal(fx.s->need_count, 30);
+  uint32_t b[ALL];
+  uint32_t n = grant(&fx, 1, 0, b);
+  assert_int_equal(n, TRK_LEASES_PER_PEER_MAX); /* 2 downloaders now */
+  assert_int_equal(b[0], 0);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_released, 6);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_revoke_when_other_delivers(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL];
+  fx_init(&fx, 2, 16, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 8);
+  /* B got chunk a[2] some other way (S3 fallback): A's lease is moot. */
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], a[2]), 0);
+  assert_null(trk_swarm_lease_holder(fx.s, a[2]));
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], a[2], 1), WS_ENOTFOUND);
+  assert_int_equal(fx.m[0]->nleases, 7);
+  /* A's freed slot refills with a chunk still needed, never a[2]. */
+  uint32_t out[ALL];
+  assert_int_equal(grant(&fx, 0, 1, out), 1);
+  assert_int_not_equal(out[0], a[2]);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_revoked, 1);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_refetch_after_all_holders_leave(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL];
+  fx_init(&fx, 2, 4, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 4);
+  for (uint32_t k = 0; k < 4; k++)
+    assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], a[k]), 0);
+  assert_int_equal(grant(&fx, 1, 0, NULL), 0);
+  /* The only holder leaves: liveness needs the origin again. */
+  trk_swarm_leave(fx.s, fx.m[0]);
+  fx.m[0] = NULL;
+  assert_int_equal(grant(&fx, 1, 0, NULL), 4);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.origin_refetch, 4);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+/* Random operations; invariants after each. */
+static void test_exclusivity_random_ops(void **state) {
+  (void)state;
+  fx_t fx;
+  uint64_t rng = 12345;
+  fx_init(&fx, 6, 97, NULL);
+  uint64_t now = 0;
+  for (int step = 0; step < 4000; step++) {
+    uint32_t i = (uint32_t)(trk_select_rand(&rng) % 6);
+    uint32_t op = (uint32_t)(trk_select_rand(&rng) % 8);
+    uint32_t c = (uint32_t)(trk_select_rand(&rng) % 97);
+    now += trk_select_rand(&rng) % 2000;
+    if (fx.m[i] == NULL) {
+      assert_int_equal(
+          trk_swarm_join(fx.s, fx.peer[i], TRK_ROLE_LEECH, now, &fx.m[i]), 0);
+      continue;
+    }
+    trk_member_t *m = fx.m[i];
+    switch (op) {
+    case 0:
+    case 1:
+      grant(&fx, i, now, NULL);
+      break;
+    case 2:
+      if (m->nleases > 0)
+        assert_int_equal(
+            trk_swarm_add_have(fx.s, m, m->leases[c % m->nleases].chunk), 0);
+      break;
+    case 3:
+      assert_int_equal(trk_swarm_add_have(fx.s, m, c), 0);
+      break;
+    case 4:
+      if (m->nleases > 0)
+        assert_int_equal(
+            trk_lease_release(fx.s, m, m->leases[c % m->nleases].chunk), 0);
+      break;
+    case 5:
+      trk_lease_expire(fx.s, now);
+      break;
+    case 6: {
+      uint8_t bits[13];
+      for (size_t k = 0; k < sizeof(bits); k++)
+        bits[k] =
+            (uint8_t)trk_select_rand(&rng) & (uint8_t)trk_select_rand(&rng);
+      bits[12] &= 0x80; /* 97 bits: one valid bit in the last byte */
+      assert_int_equal(trk_swarm_set_have(fx.s, m, bits, sizeof(bits)), 0);
+      break;
+    }
+    default:
+      if (c % 4 == 0) {
+        trk_swarm_leave(fx.s, m);
+        fx.m[i] = NULL;
+      } else {
+        trk_swarm_set_role(fx.s, m, c % 2 ? TRK_ROLE_SEED : TRK_ROLE_LEECH);
+      }
+      break;
+    }
+    fx_check(fx.s);
+  }
+  fx_free(&fx);
+}
+
+/* A swarm round: every peer tops up its leases, completes some of them
+ * (speed[i]: one completion every speed[i] rounds, 0 = stalled), and copies
+ * one chunk a neighbour holds (a swap). Returns when all peers are done. */
+static uint32_t simulate(fx_t *fx, const uint32_t *speed, uint32_t *fetched) {
+  uint64_t rng = 99;
+  uint64_t now = 0;
+  uint32_t rounds = 0;
+  uint32_t total = fx->s->total;
+  for (;;) {
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < fx->n; i++) {
+      trk_member_t *m = fx->m[i];
+      if (m->have_count == total) {
+        done++;
+        continue;
+      }
+      grant(fx, i, now, NULL);
+      /* Caps only grow here (peers finish), so this holds strictly. */
+      assert_true(m->nleases <= trk_lease_cap(fx->s));
+      if (speed[i] != 0 && rounds % speed[i] == 0 && m->nleases > 0) {
+        uint32_t c = m->leases[0].chunk;
+        fetched[c]++;
+        assert_int_equal(trk_swarm_add_have(fx->s, m, c), 0);
+      }
+      /* Swap: one chunk from a random neighbour that has one we lack. */
+      uint32_t j = (uint32_t)(trk_select_rand(&rng) % fx->n);
+      const trk_member_t *o = fx->m[j];
+      for (uint32_t c = 0; c < total; c++) {
+        if (trk_member_has(o, c) && !trk_member_has(m, c)) {
+          assert_int_equal(trk_swarm_add_have(fx->s, m, c), 0);
+          break;
+        }
+      }
+      /* Holders renew while making progress. */
+      for (uint32_t k = 0; k < m->nleases; k++)
+        if (speed[i] != 0)
+          assert_int_equal(trk_lease_renew(fx->s, m, m->leases[k].chunk, now),
+                           0);
+    }
+    fx_check(fx->s);
+    if (done == fx->n)
+      return rounds;
+    now += 1000;
+    trk_lease_expire(fx->s, now);
+    rounds++;
+    assert_true(rounds < 100000);
+  }
+}
+
+static void test_spread_equal_peers(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t speed[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  static uint32_t fetched[800];
+  memset(fetched, 0, sizeof(fetched));
+  fx_init(&fx, 8, 800, NULL);
+  simulate(&fx, speed, fetched);
+  for (uint32_t c = 0; c < 800; c++)
+    assert_int_equal(fetched[c], 1); /* origin sends each chunk once */
+  for (uint32_t i = 0; i < 8; i++) {
+    /* Equal speeds: each peer fetched its 1/8 share from the origin. */
+    assert_true(fx.m[i]->origin_chunks >= 100 - 2);
+    assert_true(fx.m[i]->origin_chunks <= 100 + 2);
+  }
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.leases_granted, 800);
+  assert_int_equal(st.origin_refetch, 0);
+  assert_int_equal(st.complete, 8);
+  fx_free(&fx);
+}
+
+static void test_spread_slow_and_stalled_peers(void **state) {
+  (void)state;
+  fx_t fx;
+  /* Peer 7 is 4x slower, peer 6 stalls for good (stops renewing). */
+  uint32_t speed[8] = {1, 1, 1, 1, 1, 1, 0, 4};
+  static uint32_t fetched[400];
+  memset(fetched, 0, sizeof(fetched));
+  fx_init(&fx, 8, 400, NULL);
+  uint32_t rounds = 0;
+  uint64_t now = 0;
+  /* Run until the six healthy peers have everything (peer 6 never
+   * completes a lease; its chunks expire and are re-granted). */
+  for (;;) {
+    for (uint32_t i = 0; i < 8; i++) {
+      trk_member_t *m = fx.m[i];
+      grant(&fx, i, now, NULL);
+      assert_true(m->nleases <= trk_lease_cap(fx.s));
+      if (speed[i] != 0 && rounds % speed[i] == 0 && m->nleases > 0) {
+        uint32_t c = m->leases[0].chunk;
+        fetched[c]++;
+        assert_int_equal(trk_swarm_add_have(fx.s, m, c), 0);
+      }
+      for (uint32_t k = 0; speed[i] != 0 && k < m->nleases; k++)
+        assert_int_equal(trk_lease_renew(fx.s, m, m->leases[k].chunk, now), 0);
+    }
+    fx_check(fx.s);
+    if (fx.s->need_count == 0 && fx.s->leased == 0)
+      break;
+    if (fx.s->need_count == 0 && fx.s->leased == fx.m[6]->nleases)
+      /* Only the staller's leases are left: let them expire. */
+      now += TRK_LEASE_TTL_MS;
+    now += 1000;
+    trk_lease_expire(fx.s, now);
+    rounds++;
+    assert_true(rounds < 10000);
+  }
+  for (uint32_t c = 0; c < 400; c++)
+    assert_int_equal(fetched[c], 1);
+  assert_int_equal(fx.m[6]->origin_chunks, 0);
+  /* The slow peer got fewer chunks than any fast one, never more than its
+   * cap at a time (checked above), and fast peers shared the rest evenly. */
+  for (uint32_t i = 0; i < 6; i++) {
+    assert_true(fx.m[7]->origin_chunks < fx.m[i]->origin_chunks);
+    assert_true(fx.m[i]->origin_chunks >= 400 / 7 - 4);
+  }
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_true(st.leases_expired >= 2);
+  assert_int_equal(st.origin_refetch, 0);
+  fx_free(&fx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cap_scales_with_downloaders),
+      cmocka_unit_test(test_want_limits_and_seeds),
+      cmocka_unit_test(test_disjoint_first_round),
+      cmocka_unit_test(test_no_lease_for_held_chunks),
+      cmocka_unit_test(test_done_chunks_never_released_again),
+      cmocka_unit_test(test_expiry_and_regrant),
+      cmocka_unit_test(test_release_and_holder_leave),
+      cmocka_unit_test(test_revoke_when_other_delivers),
+      cmocka_unit_test(test_refetch_after_all_holders_leave),
+      cmocka_unit_test(test_exclusivity_random_ops),
+      cmocka_unit_test(test_spread_equal_peers),
+      cmocka_unit_test(test_spread_slow_and_stalled_peers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

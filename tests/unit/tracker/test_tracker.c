@@ -1,0 +1,385 @@
+/* test_tracker.c - the tracker facade end to end without a network:
+ * connect/announce/have/renew/release/disconnect, replies (peers, leases,
+ * wanted), caps (swarms, announce rate, chunk count), reconnect
+ * replacement, prefetch semantics, restart rebuild, JSON and metrics.
+ */
+#include "trk_fixture.h"
+#include "trk_json.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#define URI_OF(hex) "s3://m/llama/sha256-" hex "/"
+#define HEX "aa23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static trk_peer_id_t conn(trk_tracker_t *t, const char *id, const char *zone,
+                          uint16_t port) {
+  trk_peer_info_t in = {
+      .node_id = id, .addr = "10.0.0.9", .port = port, .zone = zone};
+  trk_peer_id_t pid = 0, old = 77;
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), 0);
+  assert_int_equal(old, 0);
+  return pid;
+}
+
+static trk_announce_t ann(const ws_hash_t *d, uint32_t total) {
+  trk_announce_t a = {.digest = *d,
+                      .total_chunks = total,
+                      .role = TRK_ROLE_LEECH,
+                      .want_leases = TRK_LEASES_PER_PEER_MAX,
+                      .max_peers = TRK_REPLY_PEERS_DEFAULT};
+  return a;
+}
+
+static void test_announce_flow(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d;
+  assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
+  trk_peer_id_t a = conn(t, "a", "z1", 1000);
+  trk_peer_id_t b = conn(t, "b", "z1", 1001);
+  trk_announce_t an = ann(&d, 64);
+  an.uri = URI_OF(HEX);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(r.npeers, 0); /* alone */
+  assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
+  assert_int_equal(r.ngranted, TRK_LEASES_PER_PEER_MAX);
+  assert_int_equal(r.interval_ms, TRK_ANNOUNCE_INTERVAL_MS);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  assert_string_equal(trk_swarm_uri(trk_tracker_swarm_at(t, 0)), URI_OF(HEX));
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "a");
+  assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX); /* 2 downloaders */
+  for (uint32_t k = 0; k < r.nleases; k++)
+    assert_true(r.leases[k].chunk >= TRK_LEASES_PER_PEER_MAX);
+  /* A reports a chunk: the lease completes and refills. */
+  uint32_t c0 = 0;
+  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 8, 10, &r), 0);
+  assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
+  assert_int_equal(r.ngranted, 1);
+  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 8, 10, NULL), 0);
+  uint32_t oob = 64;
+  assert_int_equal(trk_tracker_have(t, a, &d, &oob, 1, 8, 10, NULL),
+                   WS_EBADMSG);
+  /* Renew/release of leases held, not held, unknown swarm. */
+  ws_hash_t other = fx_digest(5);
+  assert_int_equal(trk_tracker_renew(t, a, &d, 1, 20), 0);
+  assert_int_equal(trk_tracker_renew(t, a, &d, 0, 20), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_renew(t, a, &other, 1, 20), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_release(t, a, &d, 1), 0);
+  assert_int_equal(trk_tracker_release(t, a, &d, 1), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_release(t, 12345, &d, 1), WS_ENOTFOUND);
+  /* Chunk count must match the swarm. */
+  trk_announce_t bad = ann(&d, 65);
+  assert_int_equal(trk_tracker_announce(t, b, &bad, 0, &r), WS_EPROTO);
+  bad = ann(&d, TRK_MAX_CHUNKS + 1);
+  assert_int_equal(trk_tracker_announce(t, b, &bad, 0, &r), WS_ELIMIT);
+  bad = ann(&d, 64);
+  bad.nhave = 65;
+  uint32_t many[65] = {0};
+  bad.have = many;
+  assert_int_equal(trk_tracker_announce(t, b, &bad, 0, &r), WS_EBADMSG);
+  /* Leases expire through tick. */
+  assert_true(trk_tracker_tick(t, 20 + TRK_LEASE_TTL_MS) > 0);
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_true(st.leases_expired > 0);
+  assert_int_equal(st.announces_rejected, 3);
+  assert_int_equal(st.haves, 2);
+  /* Leaving the last member drops the swarm. */
+  trk_tracker_disconnect(t, a);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  trk_announce_t lv = ann(&d, 64);
+  lv.leave = 1;
+  assert_int_equal(trk_tracker_announce(t, b, &lv, 0, &r), 0);
+  assert_int_equal(trk_tracker_swarm_count(t), 0);
+  trk_tracker_disconnect(t, a); /* stale id: no-op */
+  trk_tracker_free(t);
+}
+
+static void test_manifest_unknown_announce(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(1);
+  trk_peer_id_t a = conn(t, "a", "", 1);
+  trk_peer_id_t b = conn(t, "b", "", 2);
+  trk_announce_t an = ann(&d, 10);
+  an.role = TRK_ROLE_SEED;
+  uint8_t all[2] = {0xFF, 0xC0};
+  an.bitfield = all;
+  an.bitfield_len = 2;
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(r.nleases, 0); /* seeds never lease */
+  /* b has only the digest: it learns who holds the release, no join. */
+  trk_announce_t q = ann(&d, 0);
+  assert_int_equal(trk_tracker_announce(t, b, &q, 0, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "a");
+  assert_int_equal(r.nleases, 0);
+  assert_int_equal(trk_swarm_member_count(trk_tracker_swarm_find(t, &d)), 1);
+  ws_hash_t unknown = fx_digest(2);
+  q = ann(&unknown, 0);
+  assert_int_equal(trk_tracker_announce(t, b, &q, 0, &r), 0);
+  assert_int_equal(r.npeers, 0);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  trk_tracker_free(t);
+}
+
+static void test_rate_and_unknown_peer(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(1);
+  trk_peer_id_t a = conn(t, "a", "", 1);
+  trk_announce_t an = ann(&d, 8);
+  for (uint32_t i = 0; i < TRK_ANNOUNCE_BURST; i++)
+    assert_int_equal(trk_tracker_announce(t, a, &an, 100, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 100, &r), WS_EBUSY);
+  assert_int_equal(r.nleases, 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 100 + 1000, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, 999, &an, 100, &r), WS_ENOTFOUND);
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.announces_limited, 1);
+  assert_int_equal(st.announces, TRK_ANNOUNCE_BURST + 1u);
+  trk_tracker_free(t);
+}
+
+static void test_caps(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(3, 1, 0);
+  trk_reply_t r;
+  trk_peer_id_t ids[3];
+  char name[16];
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof(name), "p%d", i);
+    ids[i] = conn(t, name, "", 1);
+  }
+  trk_peer_info_t in = {.node_id = "p3", .port = 1};
+  trk_peer_id_t x;
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &x, NULL), WS_ELIMIT);
+  /* Swarms per peer. */
+  uint32_t k;
+  for (k = 0; k < TRK_MAX_SWARMS_PER_PEER; k++) {
+    ws_hash_t d = fx_digest((uint8_t)k);
+    trk_announce_t an = ann(&d, 4);
+    assert_int_equal(trk_tracker_announce(t, ids[0], &an, k * 1000, &r), 0);
+  }
+  ws_hash_t d = fx_digest(200);
+  trk_announce_t an = ann(&d, 4);
+  assert_int_equal(trk_tracker_announce(t, ids[0], &an, k * 1000, &r),
+                   WS_ELIMIT);
+  assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS_PER_PEER);
+  /* Disconnect frees every swarm the peer was alone in. */
+  trk_tracker_disconnect(t, ids[0]);
+  assert_int_equal(trk_tracker_swarm_count(t), 0);
+  assert_int_equal(trk_peers_count(trk_tracker_peers(t)), 2);
+  trk_tracker_free(t);
+}
+
+static void test_swarm_cap(void **state) {
+  (void)state;
+  uint32_t npeers = TRK_MAX_SWARMS / TRK_MAX_SWARMS_PER_PEER + 1;
+  trk_tracker_t *t = trk_tracker_new(npeers, 1, 0);
+  trk_reply_t r;
+  uint32_t made = 0;
+  char name[16];
+  for (uint32_t p = 0; p < npeers; p++) {
+    snprintf(name, sizeof(name), "p%u", p);
+    trk_peer_id_t id = conn(t, name, "", 1);
+    for (uint32_t k = 0; k < TRK_MAX_SWARMS_PER_PEER; k++) {
+      ws_hash_t d;
+      memset(&d, 0, sizeof(d));
+      memcpy(d.b, &made, sizeof(made));
+      trk_announce_t an = ann(&d, 2);
+      int rc = trk_tracker_announce(t, id, &an, (uint64_t)k * 1000, &r);
+      if (made < TRK_MAX_SWARMS) {
+        assert_int_equal(rc, 0);
+        made++;
+      } else {
+        assert_int_equal(rc, WS_ELIMIT);
+      }
+    }
+  }
+  assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS);
+  trk_tracker_free(t);
+}
+
+static void test_reconnect_replaces(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(1);
+  trk_peer_id_t a = conn(t, "node", "", 1);
+  trk_announce_t an = ann(&d, 16);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
+  trk_peer_info_t in = {.node_id = "node", .port = 2};
+  trk_peer_id_t a2, old;
+  assert_int_equal(trk_tracker_connect(t, &in, 5, &a2, &old), 0);
+  assert_int_equal(old, a);
+  assert_int_not_equal(a2, a);
+  assert_null(trk_peers_get(trk_tracker_peers(t), a));
+  /* The old connection's leases went with it: the new one gets them. */
+  assert_int_equal(trk_tracker_swarm_count(t), 0);
+  assert_int_equal(trk_tracker_announce(t, a2, &an, 5, &r), 0);
+  assert_int_equal(r.leases[0].chunk, 0);
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.peers_replaced, 1);
+  trk_tracker_free(t);
+}
+
+static void test_prefetch_and_wanted_in_replies(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d, d2 = fx_digest(8);
+  assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
+  /* A digest nobody knows cannot be prefetched by digest alone. */
+  assert_int_equal(trk_tracker_prefetch(t, &d2, NULL, 0), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_prefetch(t, NULL, URI_OF(HEX), 0), 0);
+  assert_int_equal(trk_tracker_prefetch(t, &d, NULL, 0), 1);
+  trk_peer_id_t a = conn(t, "a", "", 1);
+  trk_peer_id_t b = conn(t, "b", "", 2);
+  /* Every peer's reply lists it until the peer joins that release. */
+  trk_announce_t an = ann(&d2, 4);
+  an.uri = "s3://m/other/sha256-x/";
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(r.nwanted, 1);
+  assert_string_equal(r.wanted[0]->uri, URI_OF(HEX));
+  an = ann(&d, 4);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(r.nwanted, 0);
+  an = ann(&d2, 4);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  assert_int_equal(r.nwanted, 1);
+  /* Prefetch by digest of a known swarm takes the swarm's URI. */
+  assert_int_equal(trk_tracker_prefetch(t, &d2, NULL, 0), 0);
+  assert_string_equal(trk_wanted_find(trk_tracker_wanted(t), &d2)->uri,
+                      "s3://m/other/sha256-x/");
+  /* A wanted digest without URI learns it from an announce. */
+  ws_hash_t d3 = fx_digest(9);
+  trk_peer_id_t c = conn(t, "c", "", 3);
+  an = ann(&d3, 4);
+  assert_int_equal(trk_tracker_announce(t, c, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_prefetch(t, &d3, NULL, 0), 0);
+  assert_string_equal(trk_wanted_find(trk_tracker_wanted(t), &d3)->uri, "");
+  an.uri = "s3://m/third/";
+  assert_int_equal(trk_tracker_announce(t, c, &an, 1000, &r), 0);
+  assert_string_equal(trk_wanted_find(trk_tracker_wanted(t), &d3)->uri,
+                      "s3://m/third/");
+  an.uri = "http://bad";
+  assert_int_equal(trk_tracker_announce(t, c, &an, 2000, &r), WS_EUSAGE);
+  trk_tracker_free(t);
+}
+
+/* Restart: a fresh tracker learns everything back from re-announces. */
+static void test_restart_rebuilds(void **state) {
+  (void)state;
+  ws_hash_t d = fx_digest(4);
+  trk_reply_t r;
+  uint8_t half[2] = {0xFF, 0x00}, other[2] = {0x00, 0xF0};
+  for (int round = 0; round < 2; round++) {
+    trk_tracker_t *t = trk_tracker_new(0, (uint64_t)round + 1, 0);
+    trk_peer_id_t a = conn(t, "a", "", 1);
+    trk_peer_id_t b = conn(t, "b", "", 2);
+    trk_announce_t an = ann(&d, 16);
+    an.bitfield = half;
+    an.bitfield_len = 2;
+    assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+    an.bitfield = other;
+    assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+    trk_swarm_stats_t st;
+    trk_swarm_stats(trk_tracker_swarm_find(t, &d), &st);
+    assert_int_equal(st.chunks_held, 12);
+    /* Only the 4 chunks nobody has are leased, whatever happened before. */
+    assert_int_equal(st.chunks_leased + st.chunks_need, 4);
+    for (uint32_t k = 0; k < r.nleases; k++)
+      assert_true(r.leases[k].chunk >= 12);
+    trk_tracker_free(t);
+  }
+}
+
+static cJSON *parse(const char *s) {
+  cJSON *j = cJSON_Parse(s);
+  assert_non_null(j);
+  return j;
+}
+
+static void test_json_and_metrics(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 1000);
+  trk_reply_t r;
+  ws_hash_t d;
+  assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
+  trk_peer_id_t a = conn(t, "a", "z", 1);
+  conn(t, "idle", "", 0);
+  trk_announce_t an = ann(&d, 10);
+  an.uri = URI_OF(HEX);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 1000, &r), 0);
+  uint32_t c = r.leases[0].chunk;
+  assert_int_equal(trk_tracker_have(t, a, &d, &c, 1, 8, 1500, NULL), 0);
+  assert_int_equal(trk_tracker_prefetch(t, &d, NULL, 1500), 0);
+
+  char *s = trk_json_swarms(t, 3000);
+  assert_non_null(s);
+  cJSON *j = parse(s);
+  free(s);
+  assert_int_equal(cJSON_GetObjectItem(j, "peers")->valueint, 2);
+  assert_int_equal(cJSON_GetObjectItem(j, "uptime_s")->valuedouble, 2.0);
+  cJSON *sw = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "swarms"), 0);
+  assert_string_equal(cJSON_GetObjectItem(sw, "digest")->valuestring,
+                      "sha256-" HEX);
+  assert_int_equal(cJSON_GetObjectItem(sw, "chunks_held")->valueint, 1);
+  assert_true(cJSON_GetObjectItem(sw, "progress")->valuedouble > 0.09);
+  cJSON *ls = cJSON_GetObjectItem(sw, "leases");
+  assert_int_equal(cJSON_GetObjectItem(ls, "completed")->valueint, 1);
+  cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "wanted"), 0);
+  assert_string_equal(cJSON_GetObjectItem(w, "uri")->valuestring, URI_OF(HEX));
+  cJSON_Delete(j);
+
+  char *one = NULL;
+  assert_int_equal(trk_json_swarm(t, &d, 3000, &one), 0);
+  j = parse(one);
+  free(one);
+  cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "peers"), 0);
+  assert_string_equal(cJSON_GetObjectItem(p0, "node_id")->valuestring, "a");
+  assert_string_equal(cJSON_GetObjectItem(p0, "zone")->valuestring, "z");
+  assert_int_equal(cJSON_GetObjectItem(p0, "origin_chunks")->valueint, 1);
+  cJSON_Delete(j);
+  ws_hash_t none = fx_digest(1);
+  one = NULL;
+  assert_int_equal(trk_json_swarm(t, &none, 0, &one), WS_ENOTFOUND);
+  assert_null(one);
+
+  char *m = NULL;
+  size_t len = 0;
+  assert_int_equal(trk_metrics_text(t, 3000, &m, &len), 0);
+  assert_int_equal(strlen(m), len);
+  assert_non_null(strstr(m, "\np2p_tracker_peers 2\n"));
+  assert_non_null(strstr(m, "# TYPE p2p_tracker_announces_total counter\n"));
+  assert_non_null(strstr(m, "p2p_tracker_swarm_chunks_held{digest=\"sha256-" HEX
+                            "\"} 1\n"));
+  assert_non_null(strstr(m, "p2p_tracker_swarm_leases_completed_total{"));
+  free(m);
+  trk_tracker_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_announce_flow),
+      cmocka_unit_test(test_manifest_unknown_announce),
+      cmocka_unit_test(test_rate_and_unknown_peer),
+      cmocka_unit_test(test_caps),
+      cmocka_unit_test(test_swarm_cap),
+      cmocka_unit_test(test_reconnect_replaces),
+      cmocka_unit_test(test_prefetch_and_wanted_in_replies),
+      cmocka_unit_test(test_restart_rebuilds),
+      cmocka_unit_test(test_json_and_metrics),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
