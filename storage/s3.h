@@ -65,6 +65,7 @@ typedef struct {
   unsigned creds_timeout_ms;   /* per credential endpoint call (5000) */
   uint64_t list_max_entries;   /* cap on keys one LIST collects (1e6) */
   const char *profile;         /* shared-file profile; NULL: AWS_PROFILE */
+  unsigned list_page_size;     /* keys per ListObjectsV2 page (1000) */
 } ws_s3_config_t;
 
 /* Fills defaults (no environment). */
@@ -122,6 +123,11 @@ void ws_s3_uri_free(ws_s3_uri_t *u);
 /* Completion: status is 0 or a negative error (see top). Runs once, on the
  * loop thread; req is freed when it returns. */
 typedef void (*ws_s3_done_cb)(ws_s3_req_t *req, int status, void *arg);
+
+/* Completes (status 0 or WS_ECREDS with ws_s3_req_errmsg saying why) once
+ * credentials are available, resolving them if needed; then
+ * ws_s3_creds_source() tells where they came from. */
+ws_s3_req_t *ws_s3_creds_resolve(ws_s3_t *s3, ws_s3_done_cb done, void *arg);
 
 /* Body bytes of a GET: buf[0..len) is the object's content at byte offset
  * `offset` (absolute in the object). Return WS_S3_DATA_OK when consumed,
