@@ -1,0 +1,334 @@
+/* config.c - p2pd settings: flags > P2P_* env > JSON config file > default.
+ *
+ * Owns the parsing of the command line and the config file. Runs on the
+ * main thread before the loop starts; the only file it reads (the config
+ * file) is read here with blocking I/O for that reason.
+ */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "peer_config.h"
+
+typedef enum {
+  KEY_CACHE,
+  KEY_API,
+  KEY_HTTP,
+  KEY_LISTEN,
+  KEY_TRACKER,
+  KEY_CLUSTER_KEY,
+  KEY_CAPACITY,
+  KEY_S3_CONCURRENCY,
+  KEY_LOG_LEVEL,
+  KEY_CONFIG,
+  KEY_LAST
+} config_key_t;
+
+static const struct {
+  const char *flag; /* long flag without "--", and config-file key */
+  const char *env;
+  const char *arg;
+} k_keys[KEY_LAST] = {
+    [KEY_CACHE] = {"cache", "P2P_CACHE", "DIR"},
+    [KEY_API] = {"api", "P2P_API", "SOCKET"},
+    [KEY_HTTP] = {"http", "P2P_HTTP", "HOST:PORT"},
+    [KEY_LISTEN] = {"listen", "P2P_LISTEN", "HOST:PORT"},
+    [KEY_TRACKER] = {"tracker", "P2P_TRACKER", "HOST:PORT"},
+    [KEY_CLUSTER_KEY] = {"cluster-key", "P2P_CLUSTER_KEY_FILE", "FILE"},
+    [KEY_CAPACITY] = {"capacity", "P2P_CAPACITY", "BYTES"},
+    [KEY_S3_CONCURRENCY] = {"s3-concurrency", "P2P_S3_CONCURRENCY", "N"},
+    [KEY_LOG_LEVEL] = {"log-level", "P2P_LOG_LEVEL", "LEVEL"},
+    [KEY_CONFIG] = {"config", "P2P_CONFIG", "FILE"},
+};
+
+static void config_usage(FILE *out) {
+  fputs("usage: p2pd --cache DIR --api SOCKET [options]\n\n", out);
+  for (int k = 0; k < KEY_LAST; k++)
+    fprintf(out, "  --%-15s %-10s (env %s)\n", k_keys[k].flag, k_keys[k].arg,
+            k_keys[k].env);
+  fputs("\nprecedence: flag > environment > config file (JSON, same keys) >"
+        " default\nS3: AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ..."
+        "\n",
+        out);
+}
+
+int peer_config_parse_size(const char *s, uint64_t *out) {
+  if (s == NULL || *s == '\0' || *s == '-')
+    return WS_EUSAGE;
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s)
+    return WS_EUSAGE;
+  unsigned shift = 0;
+  switch (*end) {
+  case '\0':
+    break;
+  case 'K':
+  case 'k':
+    shift = 10;
+    break;
+  case 'M':
+  case 'm':
+    shift = 20;
+    break;
+  case 'G':
+  case 'g':
+    shift = 30;
+    break;
+  case 'T':
+  case 't':
+    shift = 40;
+    break;
+  default:
+    return WS_EUSAGE;
+  }
+  if (*end != '\0') {
+    end++;
+    if (*end == 'i' || *end == 'B') /* "Gi", "GB", "GiB" */
+      end++;
+    if (*end == 'B')
+      end++;
+    if (*end != '\0')
+      return WS_EUSAGE;
+  }
+  if (shift != 0 && v > (UINT64_MAX >> shift))
+    return WS_EUSAGE;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+static int config_parse_uint(const char *s, unsigned min, unsigned max,
+                             unsigned *out) {
+  if (s == NULL || *s == '\0' || *s == '-')
+    return WS_EUSAGE;
+  errno = 0;
+  char *end = NULL;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max)
+    return WS_EUSAGE;
+  *out = (unsigned)v;
+  return 0;
+}
+
+/* Reads the JSON config file into file_vals (new strings). */
+static int config_file_read(const char *path, char *file_vals[KEY_LAST]) {
+  int rc = 0;
+  char *buf = NULL;
+  cJSON *root = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    rc = -errno;
+    fprintf(stderr, "p2pd: --config %s: %s\n", path, ws_strerror(rc));
+    return rc;
+  }
+  buf = malloc(PEER_CONFIG_FILE_MAX_BYTES + 1);
+  if (buf == NULL) {
+    rc = -ENOMEM;
+    goto close_fd;
+  }
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + len, PEER_CONFIG_FILE_MAX_BYTES + 1 - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      rc = -errno;
+      fprintf(stderr, "p2pd: --config %s: %s\n", path, ws_strerror(rc));
+      goto free_buf;
+    }
+    if (n == 0)
+      break;
+    len += (size_t)n;
+    if (len > PEER_CONFIG_FILE_MAX_BYTES) {
+      rc = WS_ELIMIT;
+      fprintf(stderr, "p2pd: --config %s: larger than %u bytes\n", path,
+              PEER_CONFIG_FILE_MAX_BYTES);
+      goto free_buf;
+    }
+  }
+  root = cJSON_ParseWithLength(buf, len);
+  if (root == NULL || !cJSON_IsObject(root)) {
+    rc = WS_EUSAGE;
+    fprintf(stderr, "p2pd: --config %s: not a JSON object\n", path);
+    goto free_json;
+  }
+  for (cJSON *it = root->child; it != NULL; it = it->next) {
+    int k;
+    for (k = 0; k < KEY_LAST; k++) {
+      if (k != KEY_CONFIG && strcmp(it->string, k_keys[k].flag) == 0)
+        break;
+    }
+    if (k == KEY_LAST) {
+      rc = WS_EUSAGE;
+      fprintf(stderr, "p2pd: --config %s: unknown key '%s'\n", path,
+              it->string);
+      goto free_json;
+    }
+    char num[32];
+    const char *v = NULL;
+    if (cJSON_IsString(it)) {
+      v = it->valuestring;
+    } else if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
+               it->valuedouble < 1.8e19) {
+      snprintf(num, sizeof(num), "%.0f", it->valuedouble);
+      v = num;
+    } else {
+      rc = WS_EUSAGE;
+      fprintf(stderr, "p2pd: --config %s: '%s' must be a string or number\n",
+              path, it->string);
+      goto free_json;
+    }
+    free(file_vals[k]);
+    file_vals[k] = strdup(v);
+    if (file_vals[k] == NULL) {
+      rc = -ENOMEM;
+      goto free_json;
+    }
+  }
+free_json:
+  cJSON_Delete(root);
+free_buf:
+  free(buf);
+close_fd:
+  close(fd);
+  return rc;
+}
+
+/* Parses argv into flag_vals (borrowed pointers into argv). */
+static int config_parse_argv(int argc, char **argv,
+                             const char *flag_vals[KEY_LAST]) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      config_usage(stdout);
+      return PEER_CONFIG_EXIT;
+    }
+    if (strcmp(a, "--version") == 0) {
+      puts("p2pd 0.1.0");
+      return PEER_CONFIG_EXIT;
+    }
+    if (strncmp(a, "--", 2) != 0) {
+      fprintf(stderr, "p2pd: unexpected argument '%s'\n", a);
+      return WS_EUSAGE;
+    }
+    a += 2;
+    const char *eq = strchr(a, '=');
+    size_t nlen = eq != NULL ? (size_t)(eq - a) : strlen(a);
+    int k;
+    for (k = 0; k < KEY_LAST; k++) {
+      if (strlen(k_keys[k].flag) == nlen &&
+          strncmp(a, k_keys[k].flag, nlen) == 0)
+        break;
+    }
+    if (k == KEY_LAST) {
+      fprintf(stderr, "p2pd: unknown flag '%s' (see --help)\n", argv[i]);
+      return WS_EUSAGE;
+    }
+    if (eq != NULL) {
+      flag_vals[k] = eq + 1;
+    } else if (i + 1 < argc) {
+      flag_vals[k] = argv[++i];
+    } else {
+      fprintf(stderr, "p2pd: --%s needs a value\n", k_keys[k].flag);
+      return WS_EUSAGE;
+    }
+  }
+  return 0;
+}
+
+static int config_dup(char **dst, const char *v) {
+  *dst = NULL;
+  if (v == NULL || *v == '\0')
+    return 0;
+  *dst = strdup(v);
+  return *dst == NULL ? -ENOMEM : 0;
+}
+
+int peer_config_load(peer_config_t *cfg, int argc, char **argv) {
+  const char *flag_vals[KEY_LAST] = {0};
+  char *file_vals[KEY_LAST] = {0};
+  const char *v[KEY_LAST] = {0};
+  memset(cfg, 0, sizeof(*cfg));
+  int rc = config_parse_argv(argc, argv, flag_vals);
+  if (rc != 0)
+    return rc;
+  const char *cfile = flag_vals[KEY_CONFIG] != NULL ? flag_vals[KEY_CONFIG]
+                                                    : getenv("P2P_CONFIG");
+  if (cfile != NULL && *cfile != '\0') {
+    rc = config_file_read(cfile, file_vals);
+    if (rc != 0)
+      goto free_file;
+  }
+  for (int k = 0; k < KEY_LAST; k++) {
+    const char *env = getenv(k_keys[k].env);
+    v[k] = flag_vals[k] != NULL            ? flag_vals[k]
+           : (env != NULL && *env != '\0') ? env
+                                           : file_vals[k];
+  }
+  if (v[KEY_API] == NULL)
+    v[KEY_API] = PEER_API_SOCKET_DEFAULT;
+  if (v[KEY_CACHE] == NULL) {
+    fprintf(stderr, "p2pd: --cache DIR (or P2P_CACHE) is required\n");
+    rc = WS_EUSAGE;
+    goto free_file;
+  }
+  cfg->s3_concurrency = PEER_S3_CONCURRENCY_DEFAULT;
+  if (v[KEY_S3_CONCURRENCY] != NULL &&
+      config_parse_uint(v[KEY_S3_CONCURRENCY], 1, PEER_S3_CONCURRENCY_MAX,
+                        &cfg->s3_concurrency) != 0) {
+    fprintf(stderr, "p2pd: --s3-concurrency '%s': want 1..%u\n",
+            v[KEY_S3_CONCURRENCY], PEER_S3_CONCURRENCY_MAX);
+    rc = WS_EUSAGE;
+    goto free_file;
+  }
+  if (v[KEY_CAPACITY] != NULL &&
+      peer_config_parse_size(v[KEY_CAPACITY], &cfg->capacity_bytes) != 0) {
+    fprintf(stderr, "p2pd: --capacity '%s': want BYTES[K|M|G|T]\n",
+            v[KEY_CAPACITY]);
+    rc = WS_EUSAGE;
+    goto free_file;
+  }
+  cfg->log_level = WS_LOG_INFO;
+  if (v[KEY_LOG_LEVEL] != NULL &&
+      ws_log_parse_level(v[KEY_LOG_LEVEL], &cfg->log_level) != 0) {
+    fprintf(stderr, "p2pd: --log-level '%s': want error|warn|info|debug\n",
+            v[KEY_LOG_LEVEL]);
+    rc = WS_EUSAGE;
+    goto free_file;
+  }
+  if ((rc = config_dup(&cfg->cache_dir, v[KEY_CACHE])) != 0 ||
+      (rc = config_dup(&cfg->api_socket, v[KEY_API])) != 0 ||
+      (rc = config_dup(&cfg->http, v[KEY_HTTP])) != 0 ||
+      (rc = config_dup(&cfg->listen, v[KEY_LISTEN])) != 0 ||
+      (rc = config_dup(&cfg->tracker, v[KEY_TRACKER])) != 0 ||
+      (rc = config_dup(&cfg->cluster_key_file, v[KEY_CLUSTER_KEY])) != 0 ||
+      (rc = config_dup(&cfg->config_file, cfile)) != 0) {
+    peer_config_free(cfg);
+    goto free_file;
+  }
+free_file:
+  for (int k = 0; k < KEY_LAST; k++)
+    free(file_vals[k]);
+  return rc;
+}
+
+void peer_config_free(peer_config_t *cfg) {
+  if (cfg == NULL)
+    return;
+  free(cfg->cache_dir);
+  free(cfg->api_socket);
+  free(cfg->http);
+  free(cfg->listen);
+  free(cfg->tracker);
+  free(cfg->cluster_key_file);
+  free(cfg->config_file);
+  memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,422 @@
+/* daemon.c - p2pd's lifecycle (state diagram in daemon.h): setup, the
+ * startup scan of the cache, signals, systemd notification, worker job
+ * accounting and the ordered shutdown.
+ *
+ * Owns the loop and every top-level object on it. Thread: loop thread;
+ * daemon_open_work runs on a worker.
+ */
+#include "daemon.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bufpool.h"
+#include "file.h"
+#include "job.h"
+#include "origin.h"
+#include "peer_config.h"
+#include "release.h"
+#include "ws_log.h"
+
+/* Shutdown steps, driven by stop_timer while STOPPING. */
+enum {
+  STOP_DRAIN,       /* API closing, transfers canceled, jobs finishing */
+  STOP_CLOSE_FILES, /* partial handles closing on workers */
+  STOP_CLOSE_STORE, /* store closing on a worker */
+  STOP_CLOSE_S3,    /* S3 client closing */
+  STOP_DONE
+};
+#define DAEMON_STOP_POLL_MS 10
+
+static const char *daemon_state_name(peer_daemon_state_t s) {
+  static const char *const names[PEER_DAEMON_STATE_LAST] = {
+      "STARTING", "RUNNING", "STOPPING", "STOPPED"};
+  return s < PEER_DAEMON_STATE_LAST ? names[s] : "?";
+}
+
+static void daemon_set_state(peer_daemon_t *d, peer_daemon_state_t to) {
+  static const uint8_t legal[PEER_DAEMON_STATE_LAST][PEER_DAEMON_STATE_LAST] = {
+      [PEER_DAEMON_STARTING] =
+          {[PEER_DAEMON_RUNNING] = 1, [PEER_DAEMON_STOPPING] = 1},
+      [PEER_DAEMON_RUNNING] = {[PEER_DAEMON_STOPPING] = 1},
+      [PEER_DAEMON_STOPPING] = {[PEER_DAEMON_STOPPED] = 1},
+  };
+  assert(legal[d->state][to]);
+  WS_LOGD("daemon: %s -> %s", daemon_state_name(d->state),
+          daemon_state_name(to));
+  d->state = to;
+}
+
+uint64_t peer_daemon_now_unix_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int peer_daemon_is_running(const peer_daemon_t *d) {
+  return d->state == PEER_DAEMON_RUNNING;
+}
+
+/* ---- systemd notification (sd_notify protocol, no libsystemd) ---------- */
+
+/* Sends msg to $NOTIFY_SOCKET (a unix datagram socket; '@' = abstract).
+ * Non-blocking; failures are logged once at debug level: systemd may not
+ * be there at all. */
+static void daemon_notify(const char *msg) {
+  const char *path = getenv("NOTIFY_SOCKET");
+  if (path == NULL || *path == '\0')
+    return;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  size_t len = strlen(path);
+  if (len >= sizeof(sa.sun_path) || (path[0] != '/' && path[0] != '@')) {
+    WS_LOGW("NOTIFY_SOCKET '%s' is not usable", path);
+    return;
+  }
+  memcpy(sa.sun_path, path, len);
+  if (path[0] == '@')
+    sa.sun_path[0] = '\0';
+  socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return;
+  if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+             salen) < 0)
+    WS_LOGW("notify %s: %s", path, strerror(errno));
+  close(fd);
+}
+
+/* ---- worker jobs -------------------------------------------------------- */
+
+typedef struct {
+  uv_work_t w;
+  peer_daemon_t *d;
+  peer_work_fn work;
+  peer_after_fn after;
+  void *arg;
+} daemon_job_t;
+
+static void daemon_job_work(uv_work_t *w) {
+  daemon_job_t *j = w->data;
+  j->work(j->arg);
+}
+
+static void daemon_job_after(uv_work_t *w, int status) {
+  daemon_job_t *j = w->data;
+  peer_daemon_t *d = j->d;
+  peer_after_fn after = j->after;
+  void *arg = j->arg;
+  free(j);
+  assert(d->jobs > 0);
+  d->jobs--;
+  after(arg, status);
+}
+
+int peer_daemon_queue(peer_daemon_t *d, peer_work_fn work, peer_after_fn after,
+                      void *arg) {
+  daemon_job_t *j = calloc(1, sizeof(*j));
+  if (j == NULL)
+    return -ENOMEM;
+  j->d = d;
+  j->work = work;
+  j->after = after;
+  j->arg = arg;
+  j->w.data = j;
+  int rc = uv_queue_work(&d->loop, &j->w, daemon_job_work, daemon_job_after);
+  if (rc != 0) {
+    free(j);
+    return rc;
+  }
+  d->jobs++;
+  return 0;
+}
+
+/* ---- startup: open the cache and list what it holds -------------------- */
+
+typedef struct {
+  peer_daemon_t *d;
+  int status;
+  ws_store_t *store;
+  ws_manifest_t **ready; /* published releases' manifests */
+  ws_cache_release_info_t *infos;
+  size_t nready;
+  peer_job_record_t *jobs;
+  size_t njobs;
+} daemon_open_t;
+
+static void daemon_open_work(void *arg) {
+  daemon_open_t *o = arg;
+  const peer_config_t *cfg = o->d->cfg;
+  ws_cache_release_info_t *infos = NULL;
+  size_t n = 0;
+  o->status = ws_store_open(cfg->cache_dir, cfg->capacity_bytes, &o->store);
+  if (o->status != 0)
+    return;
+  o->status = ws_cache_list(ws_store_cache(o->store), &infos, &n);
+  if (o->status != 0)
+    return;
+  o->ready = calloc(n + 1, sizeof(*o->ready));
+  o->infos = calloc(n + 1, sizeof(*o->infos));
+  if (o->ready == NULL || o->infos == NULL) {
+    o->status = -ENOMEM;
+    goto free_infos;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char *bytes = NULL;
+    size_t len = 0;
+    char ds[WS_DIGEST_STR_LEN + 1];
+    if (infos[i].published_ns == 0)
+      continue;
+    ws_digest_to_str(&infos[i].digest, ds);
+    int rc = ws_store_release_lookup(o->store, &infos[i].digest, &bytes, &len);
+    if (rc == 0) {
+      rc = ws_manifest_parse(bytes, len, NULL, &o->ready[o->nready], NULL, 0);
+      free(bytes);
+    }
+    if (rc != 0) {
+      WS_LOGW("release %s: unreadable manifest in cache (%s); not listed", ds,
+              ws_strerror(rc));
+      continue;
+    }
+    o->infos[o->nready++] = infos[i];
+  }
+  if (peer_job_records_read(ws_store_root(o->store), &o->jobs, &o->njobs) != 0)
+    WS_LOGW("cannot read job records; nothing resumed");
+free_infos:
+  free(infos);
+}
+
+static void daemon_open_after(void *arg, int status) {
+  daemon_open_t *o = arg;
+  peer_daemon_t *d = o->d;
+  int rc = status != 0 ? status : o->status;
+  d->store = o->store;
+  if (rc != 0) {
+    WS_LOGE("cache %s: cannot open: %s", d->cfg->cache_dir, ws_strerror(rc));
+    peer_daemon_stop(d, 1);
+  } else if (d->state == PEER_DAEMON_STARTING) {
+    for (size_t i = 0; i < o->nready; i++) {
+      if (peer_release_add_ready(d, o->ready[i], o->infos[i].pinned,
+                                 o->infos[i].published_ns / 1000000u) != 0)
+        WS_LOGE("out of memory listing releases");
+    }
+    daemon_set_state(d, PEER_DAEMON_RUNNING);
+    ws_cache_stats_t cs;
+    ws_cache_stats(ws_store_cache(d->store), &cs);
+    WS_LOGI("cache %s open: %zu releases ready, %llu bytes used of %llu%s",
+            d->cfg->cache_dir, o->nready, (unsigned long long)cs.used,
+            (unsigned long long)cs.capacity,
+            cs.capacity == 0 ? " (unlimited)" : "");
+    for (size_t i = 0; i < o->njobs; i++)
+      peer_release_resume(d, o->jobs[i].uri, &o->jobs[i].digest);
+    daemon_notify("READY=1\nSTATUS=serving");
+  }
+  for (size_t i = 0; i < o->nready; i++)
+    ws_manifest_free(o->ready[i]);
+  free(o->ready);
+  free(o->infos);
+  peer_job_records_free(o->jobs, o->njobs);
+  free(o);
+}
+
+/* ---- shutdown ----------------------------------------------------------- */
+
+static void daemon_handle_closed(uv_handle_t *h) {}
+
+static void daemon_api_closed(ws_httpd_t *srv, void *arg) {
+  peer_daemon_t *d = arg;
+  d->api = NULL;
+}
+
+static void daemon_store_close_work(void *arg) {
+  peer_daemon_t *d = arg;
+  ws_store_close(d->store);
+}
+
+static void daemon_store_close_after(void *arg, int status) {
+  peer_daemon_t *d = arg;
+  d->store = NULL;
+}
+
+static void daemon_s3_closed(void *arg) {
+  peer_daemon_t *d = arg;
+  d->s3 = NULL;
+}
+
+/* One step of STOPPING per tick, each once the previous has drained. */
+static void daemon_stop_tick(uv_timer_t *t) {
+  peer_daemon_t *d = t->data;
+  switch (d->stop_step) {
+  case STOP_DRAIN:
+    if (d->api != NULL || d->jobs > 0 ||
+        (d->origin != NULL && peer_origin_inflight(d->origin) > 0))
+      return;
+    peer_files_close_all(d);
+    d->stop_step = STOP_CLOSE_FILES;
+    return;
+  case STOP_CLOSE_FILES:
+    if (d->jobs > 0)
+      return;
+    if (d->store != NULL &&
+        peer_daemon_queue(d, daemon_store_close_work, daemon_store_close_after,
+                          d) != 0) {
+      /* Cannot queue: closing here would block; the OS frees it at exit
+       * and the store is crash-safe. */
+      d->store = NULL;
+    }
+    d->stop_step = STOP_CLOSE_STORE;
+    return;
+  case STOP_CLOSE_STORE:
+    if (d->jobs > 0 || d->store != NULL)
+      return;
+    d->stop_step = STOP_CLOSE_S3;
+    ws_s3_close(d->s3, daemon_s3_closed, d);
+    return;
+  case STOP_CLOSE_S3:
+    if (d->s3 != NULL)
+      return;
+    d->stop_step = STOP_DONE;
+    daemon_set_state(d, PEER_DAEMON_STOPPED);
+    uv_close((uv_handle_t *)&d->sig_term, daemon_handle_closed);
+    uv_close((uv_handle_t *)&d->sig_int, daemon_handle_closed);
+    uv_close((uv_handle_t *)t, daemon_handle_closed);
+    return;
+  default:
+    return;
+  }
+}
+
+void peer_daemon_stop(peer_daemon_t *d, int exit_code) {
+  if (d->state == PEER_DAEMON_STOPPING || d->state == PEER_DAEMON_STOPPED)
+    return;
+  d->exit_code = exit_code;
+  WS_LOGI("stopping: %u transfers and %u worker jobs to drain",
+          d->origin != NULL ? peer_origin_inflight(d->origin) : 0, d->jobs);
+  daemon_set_state(d, PEER_DAEMON_STOPPING);
+  daemon_notify("STOPPING=1");
+  if (d->api != NULL)
+    ws_httpd_close(d->api, daemon_api_closed, d);
+  peer_releases_stop(d);
+  peer_origin_stop(d->origin);
+  /* Polled, not event-driven: shutdown is rare and the steps depend on
+   * counters spread over every module. */
+  uv_timer_start(&d->stop_timer, daemon_stop_tick, 0, DAEMON_STOP_POLL_MS);
+}
+
+static void daemon_on_signal(uv_signal_t *h, int signum) {
+  peer_daemon_t *d = h->data;
+  WS_LOGI("signal %d (%s)", signum, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  peer_daemon_stop(d, 0);
+}
+
+/* ---- setup -------------------------------------------------------------- */
+
+static int daemon_api_listen(peer_daemon_t *d) {
+  const peer_config_t *cfg = d->cfg;
+  ws_httpd_config_t hc = {
+      .max_body_bytes = PEER_API_MAX_BODY_BYTES,
+      .max_conns = PEER_API_MAX_CONNS,
+      .idle_timeout_ms = PEER_API_IDLE_TIMEOUT_MS,
+      .name = "api",
+  };
+  int rc = ws_httpd_new(&d->loop, &hc, &d->api);
+  if (rc != 0)
+    return rc;
+  rc = peer_api_routes(d, d->api);
+  if (rc != 0)
+    return rc;
+  /* The socket's directory (e.g. /run/p2pd) may not exist yet; this runs
+   * before the loop does. */
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s", cfg->api_socket);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL && slash != dir) {
+    *slash = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+      WS_LOGW("mkdir %s: %s", dir, strerror(errno));
+  }
+  rc = ws_httpd_listen_unix(d->api, cfg->api_socket, PEER_API_SOCKET_MODE);
+  if (rc != 0) {
+    WS_LOGE("api: cannot listen on %s: %s", cfg->api_socket, ws_strerror(rc));
+    return rc;
+  }
+  if (cfg->http != NULL) {
+    int port = 0;
+    rc = ws_httpd_listen_tcp(d->api, cfg->http, &port);
+    if (rc != 0) {
+      WS_LOGE("api: cannot listen on %s: %s", cfg->http, ws_strerror(rc));
+      return rc;
+    }
+    WS_LOGI("api: also on %s (port %d)", cfg->http, port);
+  }
+  WS_LOGI("api: listening on %s", cfg->api_socket);
+  return 0;
+}
+
+int peer_daemon_init(peer_daemon_t *d, const peer_config_t *cfg) {
+  memset(d, 0, sizeof(*d));
+  d->cfg = cfg;
+  d->state = PEER_DAEMON_STARTING;
+  d->started_unix_ms = peer_daemon_now_unix_ms();
+  int rc = uv_loop_init(&d->loop);
+  if (rc != 0)
+    return rc;
+  uv_signal_init(&d->loop, &d->sig_term);
+  uv_signal_init(&d->loop, &d->sig_int);
+  uv_timer_init(&d->loop, &d->stop_timer);
+  d->sig_term.data = d->sig_int.data = d->stop_timer.data = d;
+  uv_signal_start(&d->sig_term, daemon_on_signal, SIGTERM);
+  uv_signal_start(&d->sig_int, daemon_on_signal, SIGINT);
+
+  ws_s3_config_t s3c;
+  ws_s3_config_default(&s3c);
+  ws_s3_config_from_env(&s3c);
+  s3c.max_concurrency = cfg->s3_concurrency + PEER_S3_CONTROL_SLOTS;
+  if ((rc = peer_bufpool_new(PEER_BUF_BYTES, PEER_BUF_COUNT, &d->pool)) != 0 ||
+      (rc = peer_files_new(d, &d->files)) != 0 ||
+      (rc = peer_origin_new(d, cfg->s3_concurrency, &d->origin)) != 0) {
+    WS_LOGE("setup: %s", ws_strerror(rc));
+    return rc;
+  }
+  rc = ws_s3_new(&d->loop, &s3c, &d->s3);
+  if (rc != 0) {
+    WS_LOGE("s3: bad configuration (endpoint '%s'): %s",
+            s3c.endpoint != NULL ? s3c.endpoint : "(aws)", ws_strerror(rc));
+    return rc;
+  }
+  if (cfg->tracker != NULL)
+    WS_LOGW("--tracker %s given: swarm mode is not built yet; running "
+            "standalone",
+            cfg->tracker);
+  return daemon_api_listen(d);
+}
+
+int peer_daemon_run(peer_daemon_t *d) {
+  daemon_open_t *o = calloc(1, sizeof(*o));
+  if (o != NULL)
+    o->d = d;
+  if (o == NULL ||
+      peer_daemon_queue(d, daemon_open_work, daemon_open_after, o) != 0) {
+    free(o);
+    WS_LOGE("cannot start: out of memory");
+    peer_daemon_stop(d, 1);
+  }
+  uv_run(&d->loop, UV_RUN_DEFAULT);
+  peer_releases_free(d);
+  peer_files_free(d->files);
+  peer_origin_free(d->origin);
+  peer_bufpool_free(d->pool);
+  if (uv_loop_close(&d->loop) != 0)
+    WS_LOGW("loop closed with handles left");
+  WS_LOGI("stopped");
+  return d->exit_code;
+}

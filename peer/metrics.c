@@ -1,0 +1,153 @@
+/* metrics.c - GET /metrics in the Prometheus text format.
+ *
+ * The ledger's totals are read on a worker (ws_cache_stats may wait for the
+ * ledger mutex while an eviction deletes files); everything else is loop
+ * state. Thread: loop thread; metrics_work on a worker.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bufpool.h"
+#include "daemon.h"
+#include "release.h"
+
+typedef struct {
+  peer_daemon_t *d;
+  ws_httpd_req_t *req;
+  ws_cache_stats_t cs;
+  int have_cs;
+} metrics_job_t;
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int oom;
+} metrics_out_t;
+
+static void metrics_put(metrics_out_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void metrics_put(metrics_out_t *o, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      o->oom = 1;
+      return;
+    }
+    if ((size_t)n < o->cap - o->len) {
+      o->len += (size_t)n;
+      return;
+    }
+    size_t cap = (o->cap + (size_t)n + 1) * 2;
+    char *p = realloc(o->buf, cap);
+    if (p == NULL) {
+      o->oom = 1;
+      return;
+    }
+    o->buf = p;
+    o->cap = cap;
+  }
+}
+
+static void metrics_counter(metrics_out_t *o, const char *name,
+                            const char *help, const char *type, uint64_t v) {
+  metrics_put(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name,
+              type, name, (unsigned long long)v);
+}
+
+static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
+                           metrics_out_t *o) {
+  ws_s3_stats_t s3;
+  ws_s3_stats_get(d->s3, &s3);
+  metrics_counter(o, "ws_p2pd_s3_bytes_total", "Body bytes received from S3.",
+                  "counter", s3.bytes_rx);
+  metrics_counter(o, "ws_p2pd_s3_requests_total",
+                  "HTTP requests sent to S3, retries included.", "counter",
+                  s3.requests);
+  metrics_counter(o, "ws_p2pd_s3_retries_total",
+                  "S3 requests that were retries.", "counter", s3.retries);
+  metrics_counter(o, "ws_p2pd_s3_failures_total",
+                  "S3 requests that failed after retries.", "counter",
+                  s3.failures);
+  metrics_counter(o, "ws_p2pd_s3_inflight", "S3 transfers in flight.", "gauge",
+                  s3.in_flight);
+  metrics_counter(o, "ws_p2pd_chunks_verified_total",
+                  "Chunks whose hash matched and were committed.", "counter",
+                  d->metrics.chunks_verified);
+  metrics_counter(o, "ws_p2pd_chunks_failed_total",
+                  "Chunks whose hash did not match (refetched).", "counter",
+                  d->metrics.chunks_failed);
+  metrics_counter(o, "ws_p2pd_files_refetched_total",
+                  "Whole-file digest mismatches refetched.", "counter",
+                  d->metrics.files_refetched);
+  metrics_counter(o, "ws_p2pd_peer_rx_bytes_total",
+                  "Chunk bytes received from peers.", "counter",
+                  d->metrics.peer_rx_bytes);
+  metrics_counter(o, "ws_p2pd_peer_tx_bytes_total",
+                  "Chunk bytes sent to peers.", "counter",
+                  d->metrics.peer_tx_bytes);
+  metrics_counter(o, "ws_p2pd_buffers_peak",
+                  "Most origin buffers lent at once.", "gauge",
+                  peer_bufpool_peak(d->pool));
+  if (cs != NULL) {
+    metrics_counter(o, "ws_p2pd_cache_used_bytes",
+                    "Bytes the cache ledger counts.", "gauge", cs->used);
+    metrics_counter(o, "ws_p2pd_cache_capacity_bytes",
+                    "Configured cache capacity (0 = unlimited).", "gauge",
+                    cs->capacity);
+    metrics_counter(o, "ws_p2pd_cache_evicted_bytes_total",
+                    "Bytes evicted since start.", "counter", cs->evicted_bytes);
+  }
+  uint64_t by_state[PEER_REL_STATE_LAST] = {0};
+  for (peer_release_t *r = d->releases; r != NULL; r = r->next)
+    by_state[r->state]++;
+  /* RESOLVING and BEGINNING are both "resolving" in the API. */
+  by_state[PEER_REL_RESOLVING] += by_state[PEER_REL_BEGINNING];
+  metrics_put(o, "# HELP ws_p2pd_releases Releases known, by state.\n"
+                 "# TYPE ws_p2pd_releases gauge\n");
+  for (int s = 0; s < PEER_REL_STATE_LAST; s++) {
+    if (s == PEER_REL_BEGINNING)
+      continue;
+    metrics_put(o, "ws_p2pd_releases{state=\"%s\"} %llu\n",
+                peer_release_state_name((peer_release_state_t)s),
+                (unsigned long long)by_state[s]);
+  }
+}
+
+static void metrics_work(void *arg) {
+  metrics_job_t *job = arg;
+  if (job->d->store != NULL) {
+    ws_cache_stats(ws_store_cache(job->d->store), &job->cs);
+    job->have_cs = 1;
+  }
+}
+
+static void metrics_after(void *arg, int status) {
+  metrics_job_t *job = arg;
+  metrics_out_t o = {0};
+  metrics_render(job->d, job->have_cs && status == 0 ? &job->cs : NULL, &o);
+  if (o.oom)
+    ws_httpd_reply_error(job->req, 500, -ENOMEM, NULL);
+  else
+    ws_httpd_reply(job->req, 200, "text/plain; version=0.0.4", o.buf, o.len);
+  free(o.buf);
+  free(job);
+}
+
+void peer_metrics_reply(peer_daemon_t *d, ws_httpd_req_t *req) {
+  metrics_job_t *job = calloc(1, sizeof(*job));
+  if (job == NULL) {
+    ws_httpd_reply_error(req, 503, -ENOMEM, NULL);
+    return;
+  }
+  job->d = d;
+  job->req = req;
+  if (d->store == NULL || d->state != PEER_DAEMON_RUNNING ||
+      peer_daemon_queue(d, metrics_work, metrics_after, job) != 0)
+    metrics_after(job, 0);
+}
