@@ -104,8 +104,14 @@ static void on_timer_closed(uv_handle_t *h) {
 
 static void on_timer(uv_timer_t *t);
 
+/* A pending refresh must not keep a loop alive on its own (a tool's loop
+ * should end when its work is done); a fetch retry in progress must. */
 static void timer_arm(s3_provider_t *p, uint64_t delay_ms, int retry) {
   p->timer_retry = retry;
+  if (retry)
+    uv_ref((uv_handle_t *)&p->timer);
+  else
+    uv_unref((uv_handle_t *)&p->timer);
   uv_timer_start(&p->timer, on_timer, delay_ms, 0);
 }
 
