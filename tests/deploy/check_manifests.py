@@ -34,18 +34,27 @@ def check(ok, what):
 _help = {}
 
 
-def flags_of(prog):
-    if prog not in _help:
-        r = subprocess.run([os.path.join(build, BINS[prog]), "--help"],
-                           capture_output=True, text=True, timeout=10)
-        _help[prog] = set(re.findall(r"--[a-z][a-z0-9-]*", r.stdout + r.stderr))
-    return _help[prog]
+def flags_of(prog, sub=None):
+    key = (prog, sub)
+    if key not in _help:
+        argv = [os.path.join(build, BINS[prog])] + ([sub] if sub else []) + ["--help"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        _help[key] = set(re.findall(r"--[a-z][a-z0-9-]*", r.stdout + r.stderr))
+    return _help[key]
 
 
 def check_flags(prog, args, where):
     if prog not in BINS:
         return
     known = flags_of(prog)
+    if prog == "p2pctl":
+        # p2pctl [--api SOCKET] SUBCOMMAND ARGS: subcommand flags come from
+        # "p2pctl SUBCOMMAND --help".
+        rest = list(args)
+        while rest and rest[0].startswith("--"):
+            rest = rest[(1 if "=" in rest[0] else 2):]
+        if rest:
+            known = known | flags_of(prog, rest[0])
     for a in args:
         if a.startswith("--"):
             f = a.split("=", 1)[0]

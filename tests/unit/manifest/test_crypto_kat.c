@@ -144,7 +144,7 @@ static const struct {
 static void test_ed25519_rfc8032(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof(ed_vectors) / sizeof(ed_vectors[0]); i++) {
-    uint8_t seed[32], msg[64];
+    uint8_t seed[32], msg[64 + 1]; /* +1: room for the appended byte */
     size_t mlen = strlen(ed_vectors[i].msg) / 2;
     ws_sig_pub_t pk, want_pk;
     ws_sig_secret_t sk;
