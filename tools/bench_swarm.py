@@ -1,0 +1,232 @@
+"""tools/bench swarm: N hosts in network namespaces on one bridge, each
+host's link shaped to B in both directions with tc (htb), the S3 server
+(radosgw) in its own namespace with uplink U, the tracker in its own
+unshaped namespace. Runs `direct` (every host fetches from S3 with p2pd
+standalone) and `swarm` (tracker + p2pd everywhere, one cluster-wide
+prefetch) one after the other on the same setup and prints, per mode:
+per-host completion times, time for all, the bound
+T_min = max(F/U, F/B, N*F/(U + N*B)), the ratio to it, the bytes the S3
+host sent (its interface counter), their ratio to F, CPU used, and whether
+every host's files verified. Cleans up every namespace and process it made,
+also on failure.
+
+Addresses are 10.77.0.0/24, private to namespaces this script creates.
+Latency is not shaped: this kernel has no sch_netem.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import ws
+from benchlib import BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, publish, sh
+
+PFX = "wsb"
+NET = "10.77.0"
+S3_IP = f"{NET}.1"
+TRK_IP = f"{NET}.2"
+
+
+def host_ip(i):
+    return f"{NET}.{10 + i}"
+
+
+class Net:
+    def __init__(self, n, rate_mbit, origin_mbit):
+        self.n = n
+        self.ns = []
+        self.cleanup()
+        sh("ip", "netns", "add", f"{PFX}-br")
+        sh("ip", "-n", f"{PFX}-br", "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", f"{PFX}-br", "link", "set", "br0", "up")
+        self.add("s3", S3_IP, origin_mbit)
+        self.add("trk", TRK_IP, None)
+        for i in range(1, n + 1):
+            self.add(f"h{i}", host_ip(i), rate_mbit)
+
+    def add(self, name, ip, mbit):
+        ns = f"{PFX}-{name}"
+        sh("ip", "netns", "add", ns)
+        self.ns.append(ns)
+        sh("ip", "link", "add", f"{PFX}{name}a", "type", "veth", "peer", "name", f"{PFX}{name}b")
+        sh("ip", "link", "set", f"{PFX}{name}a", "netns", ns)
+        sh("ip", "link", "set", f"{PFX}{name}b", "netns", f"{PFX}-br")
+        sh("ip", "-n", ns, "link", "set", f"{PFX}{name}a", "name", "eth0")
+        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", f"{PFX}-br", "link", "set", f"{PFX}{name}b", "master", "br0")
+        sh("ip", "-n", f"{PFX}-br", "link", "set", f"{PFX}{name}b", "up")
+        if mbit:
+            # Egress of the host (its upload) and egress of the bridge port
+            # towards it (its download): rate B both ways.
+            for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
+                sh("tc", "-n", nsx, "qdisc", "add", "dev", dev, "root", "handle", "1:",
+                   "htb", "default", "10", "r2q", "1000")
+                sh("tc", "-n", nsx, "class", "add", "dev", dev, "parent", "1:", "classid",
+                   "1:10", "htb", "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit")
+
+    def tx_bytes(self, name):
+        out = sh("ip", "netns", "exec", f"{PFX}-{name}", "cat",
+                 "/sys/class/net/eth0/statistics/tx_bytes", capture_output=True, text=True)
+        return int(out.stdout)
+
+    @staticmethod
+    def cleanup():
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            ns = line.split()[0] if line.strip() else ""
+            if ns.startswith(PFX + "-"):
+                pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                      text=True).stdout.split()
+                for p in pids:
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+class NsP2pd(ws.P2pd):
+    """p2pd inside a host namespace; its API socket is a file path, so the
+    benchmark talks to it from the root namespace."""
+
+    def __init__(self, ns, *a, **kw):
+        super().__init__(*a, **kw)
+        self.ns = ns
+
+    def start(self, timeout=20):
+        args = ["ip", "netns", "exec", self.ns, os.path.join(self.build, "peer", "p2pd"),
+                "--cache", self.cache, "--api", self.sock] + self.extra
+        self.logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.logf, stderr=subprocess.STDOUT)
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            try:
+                if ws.api(self.sock, "GET", "/readyz", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("p2pd not ready: " + self.tail())
+
+
+def wait_all(peers, digest, t0, timeout=3600):
+    done = {}
+    while len(done) < len(peers):
+        for i, p in enumerate(peers):
+            if i in done:
+                continue
+            st, r = p.api("GET", f"/api/v1/releases/{digest}")
+            if st == 200 and r["state"] == "ready":
+                done[i] = time.time() - t0
+            elif st == 200 and r["state"] == "failed":
+                raise RuntimeError(f"host {i + 1} failed: {r.get('error')}\n{p.tail()}")
+        if time.time() - t0 > timeout:
+            raise RuntimeError("timed out")
+        time.sleep(0.05)
+    return [done[i] for i in range(len(peers))]
+
+
+def run_mode(mode, a, net, rgw, pub, src, F, work, key):
+    peers = []
+    trk = None
+    s3_before = net.tx_bytes("s3")
+    try:
+        if mode == "swarm":
+            trk = subprocess.Popen(
+                ["ip", "netns", "exec", f"{PFX}-trk", os.path.join(BUILD, "tracker", "p2p-tracker"),
+                 "--listen", f"{TRK_IP}:7600", "--http", f"{TRK_IP}:7601", "--cluster-key", key],
+                stdout=open(os.path.join(work, "tracker.log"), "ab"), stderr=subprocess.STDOUT)
+            time.sleep(0.5)
+        for i in range(1, a.peers + 1):
+            extra = ["--log-level", "warn"]
+            if mode == "swarm":
+                extra += ["--listen", f"{host_ip(i)}:7610", "--tracker", f"{TRK_IP}:7600",
+                          "--cluster-key", key]
+            peers.append(NsP2pd(f"{PFX}-h{i}", BUILD, work, rgw.s3env,
+                                name=f"{mode}-h{i}", extra=extra).start())
+        t0 = time.time()
+        if mode == "swarm":
+            r = sh("ip", "netns", "exec", f"{PFX}-trk", "curl", "-sf", "-X", "POST",
+                   "-H", "Content-Type: application/json", "-d", json.dumps({"uri": pub["uri"]}),
+                   f"http://{TRK_IP}:7601/api/v1/prefetch", capture_output=True, text=True)
+        else:
+            for p in peers:
+                st, r = p.api("POST", "/api/v1/prefetch", {"uri": pub["uri"]})
+                assert st == 200, r
+        times = wait_all(peers, pub["digest"], t0)
+        cpu = sum(cpu_s(p.proc.pid) for p in peers)
+        rss = max(peak_rss_kib(p.proc.pid) for p in peers)
+        verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]
+                       for p in peers)
+    finally:
+        for p in peers:
+            p.stop()
+        if trk:
+            trk.terminate()
+            trk.wait()
+    origin = net.tx_bytes("s3") - s3_before
+    N, B, U = a.peers, a.rate_mbit * 1e6 / 8, a.origin_mbit * 1e6 / 8
+    t_min = max(F / U, F / B, N * F / (U + N * B))
+    t_all = max(times)
+    return {"mode": mode, "n": N, "bytes": F, "rate_mbit": a.rate_mbit,
+            "origin_mbit": a.origin_mbit, "chunk_mib": a.chunk_mib,
+            "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
+            "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
+            "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
+            "cpu_s": round(cpu, 1), "peak_rss_mib": round(rss / 1024, 1),
+            "verified": verified}
+
+
+def run(a):
+    build()
+    if os.geteuid() != 0:
+        raise SystemExit("bench swarm needs root (network namespaces, tc)")
+    work = tempfile.mkdtemp(prefix="ws-bench-swarm-")
+    os.chmod(work, 0o755)
+    net = rgw = None
+    try:
+        net = Net(a.peers, a.rate_mbit, a.origin_mbit)
+        rgw = Rgw(bind=S3_IP, port=7480, mon=6789, netns=f"{PFX}-s3")
+        rgw.s3env["AWS_ENDPOINT_URL_S3"] = f"http://{S3_IP}:7480"
+        src = os.path.join(work, "model")
+        F = make_model(src, a.size_mib, "bench-swarm")
+        # Publish from inside the origin namespace: the upload must not count
+        # against any shaped host link.
+        pub = publish_in_ns(rgw, src, a.chunk_mib)
+        key = os.path.join(work, "cluster.key")
+        with open(key, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        for mode in a.modes.split(","):
+            res = run_mode(mode, a, net, rgw, pub, src, F, work, key)
+            if a.json:
+                print(json.dumps(res), flush=True)
+            else:
+                print(f"{mode:6s} N={res['n']} F={F / MiB:.0f}MiB B={a.rate_mbit}Mbit "
+                      f"U={a.origin_mbit}Mbit: all done {res['t_all_s']}s, T_min "
+                      f"{res['t_min_s']}s, ratio {res['ratio']}, S3 sent "
+                      f"{res['origin_ratio']}xF, CPU {res['cpu_s']}s, peak RSS "
+                      f"{res['peak_rss_mib']}MiB, verified={res['verified']}\n"
+                      f"       per host: {res['t_hosts_s']}", flush=True)
+    finally:
+        if rgw:
+            subprocess.run(["ip", "netns", "exec", f"{PFX}-s3", os.path.join(os.path.dirname(BUILD), "tools", "rgw"), "stop"],
+                           env=rgw.env, check=False)
+        Net.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def publish_in_ns(rgw, src, chunk_mib):
+    import boto3
+    env = dict(rgw.s3env)
+    sh("ip", "netns", "exec", f"{PFX}-s3", "/usr/bin/python3", "-c",
+       "import boto3,os; boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL_S3'])"
+       ".create_bucket(Bucket='bench-swarm')", env=env)
+    r = sh("ip", "netns", "exec", f"{PFX}-s3", os.path.join(BUILD, "tools", "p2pctl"), "publish",
+           src, "s3://bench-swarm/bench/model/", "--json", "--chunk-size", str(chunk_mib * MiB),
+           env=env, capture_output=True, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
