@@ -14,7 +14,7 @@
  * queue behind a release's chunk transfers. */
 #define PEER_S3_CONTROL_SLOTS 4u
 /* Local API socket when neither --api nor P2P_API is given. */
-#define PEER_API_SOCKET_DEFAULT "/run/p2pd/api.sock"
+#define PEER_API_SOCKET_DEFAULT "/run/weightswarm/p2pd.sock"
 /* Mode of the API socket: group members (e.g. an inference pod's init
  * container sharing the group) may call it. */
 #define PEER_API_SOCKET_MODE 0660

@@ -16,5 +16,16 @@ enum {
 };
 
 int ctl_manifest_main(int argc, char **argv); /* ctl_manifest.c */
+int ctl_publish_main(int argc, char **argv);  /* ctl_publish.c */
+
+/* ctl_daemon.c: commands against the local p2pd. */
+int ctl_prefetch_main(int argc, char **argv);
+int ctl_wait_main(int argc, char **argv);
+int ctl_status_main(int argc, char **argv);
+int ctl_ls_main(int argc, char **argv);
+int ctl_pin_main(int argc, char **argv);
+int ctl_unpin_main(int argc, char **argv);
+int ctl_evict_main(int argc, char **argv);
+int ctl_verify_main(int argc, char **argv);
 
 #endif

@@ -14,6 +14,17 @@ typedef struct {
 static const ctl_cmd_t commands[] = {
     {"manifest", ctl_manifest_main,
      "create DIR | check FILE [--dir DIR] | digest FILE"},
+    {"publish", ctl_publish_main,
+     "DIR s3://BUCKET/PREFIX/MODEL/ [--json] [--sign-key FILE]"},
+    {"prefetch", ctl_prefetch_main,
+     "URI|DIGEST [--digest D] [--wait] [--timeout S] [--json]"},
+    {"wait", ctl_wait_main, "DIGEST [--timeout S] [--json] (0 = ready)"},
+    {"status", ctl_status_main, "[DIGEST] [--json]"},
+    {"ls", ctl_ls_main, "[--json]"},
+    {"pin", ctl_pin_main, "DIGEST"},
+    {"unpin", ctl_unpin_main, "DIGEST"},
+    {"evict", ctl_evict_main, "DIGEST"},
+    {"verify", ctl_verify_main, "DIGEST [--json] (re-hash cached files)"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,464 @@
+/* ctl_daemon.c - p2pctl subcommands that talk to the local p2pd over its
+ * unix-socket API (ctl_http.h):
+ *
+ *   prefetch URI|DIGEST [--digest D] [--wait] [--timeout S] [--json]
+ *   wait DIGEST [--timeout S] [--json]     exit 0 only once it is ready
+ *   status [DIGEST] [--json]
+ *   ls [--json]
+ *   pin DIGEST | unpin DIGEST | evict DIGEST
+ *   verify DIGEST [--json]                 re-hash the cached files
+ *
+ * Progress goes to stderr: a redrawn bar when stderr is a terminal, a plain
+ * line every few seconds otherwise (logs of init containers). Exit codes:
+ * tools/ctl.h. Single-threaded, blocking (no loop).
+ */
+#include "ctl.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl_http.h"
+#include "digest.h"
+#include "ws_err.h"
+
+#define CTL_API "/api/v1"
+#define CTL_REQ_TIMEOUT_MS 30000L
+/* Each wait round trip; progress is redrawn between rounds. */
+#define CTL_POLL_MS 1000L
+/* Plain progress lines when stderr is not a terminal. */
+#define CTL_PLAIN_EVERY_MS 5000L
+#define CTL_RETRY_CONNECT_MS 1000L
+
+typedef struct {
+  const char *pos;
+  int has_pos;
+  const char *digest;
+  int wait;
+  int json;
+  double timeout_s; /* < 0: none */
+} dargs_t;
+
+static int ctl_usage(const char *cmd, const char *text) {
+  fprintf(stderr, "usage: p2pctl %s %s\n", cmd, text);
+  return CTL_EXIT_USAGE;
+}
+
+/* Parses the options every daemon command shares. */
+static int dargs_parse(int argc, char **argv, dargs_t *a) {
+  memset(a, 0, sizeof(*a));
+  a->timeout_s = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    if (strcmp(s, "--wait") == 0) {
+      a->wait = 1;
+    } else if (strcmp(s, "--json") == 0) {
+      a->json = 1;
+    } else if (strcmp(s, "--timeout") == 0 || strcmp(s, "--digest") == 0) {
+      if (i + 1 >= argc)
+        return WS_EUSAGE;
+      const char *v = argv[++i];
+      if (s[2] == 'd') {
+        a->digest = v;
+        continue;
+      }
+      char *end = NULL;
+      errno = 0;
+      a->timeout_s = strtod(v, &end);
+      if (errno != 0 || end == v || *end != '\0' || a->timeout_s < 0)
+        return WS_EUSAGE;
+    } else if (s[0] == '-' && s[1] == '-') {
+      return WS_EUSAGE;
+    } else if (!a->has_pos) {
+      a->pos = s;
+      a->has_pos = 1;
+    } else {
+      return WS_EUSAGE;
+    }
+  }
+  return 0;
+}
+
+static uint64_t ctl_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void ctl_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+static double jnum(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : "-";
+}
+
+static const char *ctl_size(double b, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    u++;
+  }
+  snprintf(buf, len, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+static void ctl_print_json(const cJSON *j) {
+  char *s = cJSON_Print(j);
+  if (s != NULL) {
+    puts(s);
+    free(s);
+  }
+}
+
+/* A digest argument: "sha256-<64 hex>". */
+static int ctl_digest_ok(const char *s) {
+  ws_hash_t h;
+  return s != NULL && ws_digest_from_str(s, &h) == 0;
+}
+
+/* One request; prints transport/HTTP errors; returns an exit code and, on
+ * CTL_EXIT_OK, *reply (new). */
+static int ctl_call(const char *method, const char *path, const cJSON *body,
+                    long timeout_ms, long *status, cJSON **reply) {
+  *reply = NULL;
+  int rc =
+      ctl_http_request(NULL, method, path, body, timeout_ms, status, reply);
+  if (rc != 0)
+    return ctl_http_exit(rc);
+  return CTL_EXIT_OK;
+}
+
+/* ---- progress ----------------------------------------------------------- */
+
+typedef struct {
+  int tty;
+  uint64_t t0_ms;
+  uint64_t last_plain_ms;
+  int drawn;
+} progress_t;
+
+static void progress_show(progress_t *p, const cJSON *r) {
+  double total = jnum(r, "bytes_total"), done = jnum(r, "bytes_done");
+  double el = jnum(r, "elapsed_s");
+  double frac = total > 0 ? done / total : 0;
+  char a[32], b[32], c[32];
+  ctl_size(done, a, sizeof(a));
+  ctl_size(total, b, sizeof(b));
+  ctl_size(el > 0 ? done / el : 0, c, sizeof(c));
+  if (p->tty) {
+    char bar[31];
+    int n = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+      bar[i] = i < n ? '#' : '-';
+    bar[30] = '\0';
+    fprintf(stderr, "\r%-9s [%s] %5.1f%% %s / %s  %s/s   ", jstr(r, "state"),
+            bar, frac * 100, a, b, c);
+    p->drawn = 1;
+  } else {
+    uint64_t now = ctl_now_ms();
+    if (p->last_plain_ms != 0 && now - p->last_plain_ms < CTL_PLAIN_EVERY_MS)
+      return;
+    p->last_plain_ms = now;
+    fprintf(stderr, "%s %s %.1f%% %s/%s %s/s\n", jstr(r, "digest"),
+            jstr(r, "state"), frac * 100, a, b, c);
+  }
+  fflush(stderr);
+}
+
+static void progress_end(progress_t *p) {
+  if (p->tty && p->drawn)
+    fputc('\n', stderr);
+}
+
+/* Waits for digest to be ready: exit 0 ready, FAIL failed, TIMEOUT, or a
+ * transport/HTTP exit code. Prints R (JSON) or the path at the end. With
+ * show, draws progress between rounds. Retries while p2pd is not reachable
+ * or not ready yet (init containers start before it). */
+static int ctl_wait_ready(const char *digest, double timeout_s, int show,
+                          int json) {
+  progress_t p = {.tty = isatty(2), .t0_ms = ctl_now_ms()};
+  uint64_t deadline =
+      timeout_s >= 0 ? p.t0_ms + (uint64_t)(timeout_s * 1000) : UINT64_MAX;
+  char path[256];
+  for (;;) {
+    uint64_t now = ctl_now_ms();
+    long left = now >= deadline ? 0
+                : deadline - now > (uint64_t)CTL_POLL_MS
+                    ? CTL_POLL_MS
+                    : (long)(deadline - now);
+    if (!show && deadline != UINT64_MAX)
+      left = (long)(deadline - now); /* one long wait */
+    else if (!show)
+      left = 24L * 3600 * 1000;
+    snprintf(path, sizeof(path), CTL_API "/releases/%s/wait?timeout_ms=%ld",
+             digest, left);
+    long status = 0;
+    cJSON *r = NULL;
+    int rc = ctl_http_request(NULL, "GET", path, NULL, 0, &status, &r);
+    if (rc != 0 || status == 503) {
+      cJSON_Delete(r);
+      if (ctl_now_ms() + CTL_RETRY_CONNECT_MS >= deadline) {
+        progress_end(&p);
+        return rc != 0 ? ctl_http_exit(rc) : CTL_EXIT_DAEMON;
+      }
+      ctl_sleep_ms(CTL_RETRY_CONNECT_MS);
+      continue;
+    }
+    if (status == 200 || status == 409) {
+      if (show)
+        progress_show(&p, r);
+      progress_end(&p);
+      if (json) {
+        ctl_print_json(r);
+      } else if (status == 200) {
+        puts(jstr(r, "path"));
+      } else {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+        fprintf(stderr, "p2pctl: release %s failed: %s (%s)\n", digest,
+                jstr(e, "message"), jstr(e, "code"));
+      }
+      int ex = status == 200 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+      const char *code =
+          jstr(cJSON_GetObjectItemCaseSensitive(r, "error"), "code");
+      if (status == 409 && strncmp(code, "WS_ES3", 6) == 0)
+        ex = CTL_EXIT_ORIGIN;
+      cJSON_Delete(r);
+      return ex;
+    }
+    if (status != 504) {
+      progress_end(&p);
+      int ex = ctl_http_reply_exit(status, r);
+      cJSON_Delete(r);
+      return ex;
+    }
+    cJSON_Delete(r);
+    if (ctl_now_ms() >= deadline) {
+      progress_end(&p);
+      fprintf(stderr, "p2pctl: release %s not ready after %.0f s\n", digest,
+              timeout_s);
+      return CTL_EXIT_TIMEOUT;
+    }
+    if (show) {
+      snprintf(path, sizeof(path), CTL_API "/releases/%s", digest);
+      if (ctl_http_request(NULL, "GET", path, NULL, CTL_REQ_TIMEOUT_MS, &status,
+                           &r) == 0 &&
+          status == 200)
+        progress_show(&p, r);
+      cJSON_Delete(r);
+    }
+  }
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+int ctl_prefetch_main(int argc, char **argv) {
+  static const char u[] =
+      "URI|DIGEST [--digest sha256-HEX] [--wait] [--timeout S] [--json]";
+  dargs_t a;
+  if (dargs_parse(argc, argv, &a) != 0 || !a.has_pos)
+    return ctl_usage("prefetch", u);
+  cJSON *body = cJSON_CreateObject();
+  if (body == NULL)
+    return CTL_EXIT_FAIL;
+  if (strncmp(a.pos, "s3://", 5) == 0) {
+    cJSON_AddStringToObject(body, "uri", a.pos);
+    if (a.digest != NULL)
+      cJSON_AddStringToObject(body, "digest", a.digest);
+  } else if (ctl_digest_ok(a.pos)) {
+    cJSON_AddStringToObject(body, "digest", a.pos);
+  } else {
+    cJSON_Delete(body);
+    fprintf(stderr,
+            "p2pctl prefetch: '%s' is neither s3://... nor "
+            "sha256-<hex>\n",
+            a.pos);
+    return CTL_EXIT_USAGE;
+  }
+  long status = 0;
+  cJSON *r = NULL;
+  int ex = ctl_call("POST", CTL_API "/prefetch", body, CTL_REQ_TIMEOUT_MS * 4,
+                    &status, &r);
+  cJSON_Delete(body);
+  if (ex == CTL_EXIT_OK && status != 200)
+    ex = ctl_http_reply_exit(status, r);
+  if (ex != CTL_EXIT_OK) {
+    cJSON_Delete(r);
+    return ex;
+  }
+  char digest[WS_DIGEST_STR_LEN + 1];
+  snprintf(digest, sizeof(digest), "%s", jstr(r, "digest"));
+  if (!a.wait) {
+    if (a.json)
+      ctl_print_json(r);
+    else
+      printf("%s %s %s\n", digest, jstr(r, "state"), jstr(r, "path"));
+    cJSON_Delete(r);
+    return CTL_EXIT_OK;
+  }
+  cJSON_Delete(r);
+  return ctl_wait_ready(digest, a.timeout_s, 1, a.json);
+}
+
+int ctl_wait_main(int argc, char **argv) {
+  dargs_t a;
+  if (dargs_parse(argc, argv, &a) != 0 || !ctl_digest_ok(a.pos) || a.wait)
+    return ctl_usage("wait", "sha256-HEX [--timeout S] [--json]");
+  return ctl_wait_ready(a.pos, a.timeout_s, 0, a.json);
+}
+
+static void ctl_ls_row(const cJSON *r) {
+  char sz[32];
+  const char *d = jstr(r, "digest");
+  double total = jnum(r, "bytes_total");
+  const cJSON *pin = cJSON_GetObjectItemCaseSensitive(r, "pinned");
+  printf("%-20.20s %-9s %10s %5.1f%% %-6s %s %s\n", d, jstr(r, "state"),
+         ctl_size(total, sz, sizeof(sz)),
+         total > 0 ? jnum(r, "bytes_done") * 100 / total : 100.0,
+         cJSON_IsTrue(pin) ? "pinned" : "-", jstr(r, "model"),
+         jstr(r, "version"));
+}
+
+static int ctl_list(int json) {
+  long status = 0;
+  cJSON *r = NULL;
+  int ex = ctl_call("GET", CTL_API "/releases", NULL, CTL_REQ_TIMEOUT_MS,
+                    &status, &r);
+  if (ex == CTL_EXIT_OK && status != 200)
+    ex = ctl_http_reply_exit(status, r);
+  if (ex == CTL_EXIT_OK) {
+    if (json) {
+      ctl_print_json(r);
+    } else {
+      printf("%-20s %-9s %10s %6s %-6s %s\n", "DIGEST", "STATE", "SIZE", "DONE",
+             "PIN", "MODEL VERSION");
+      const cJSON *arr = cJSON_GetObjectItemCaseSensitive(r, "releases");
+      const cJSON *it;
+      cJSON_ArrayForEach(it, arr) ctl_ls_row(it);
+    }
+  }
+  cJSON_Delete(r);
+  return ex;
+}
+
+int ctl_ls_main(int argc, char **argv) {
+  dargs_t a;
+  if (dargs_parse(argc, argv, &a) != 0 || a.has_pos || a.wait)
+    return ctl_usage("ls", "[--json]");
+  return ctl_list(a.json);
+}
+
+int ctl_status_main(int argc, char **argv) {
+  dargs_t a;
+  if (dargs_parse(argc, argv, &a) != 0 || a.wait ||
+      (a.has_pos && !ctl_digest_ok(a.pos)))
+    return ctl_usage("status", "[sha256-HEX] [--json]");
+  if (!a.has_pos)
+    return ctl_list(a.json);
+  char path[256];
+  snprintf(path, sizeof(path), CTL_API "/releases/%s", a.pos);
+  long status = 0;
+  cJSON *r = NULL;
+  int ex = ctl_call("GET", path, NULL, CTL_REQ_TIMEOUT_MS, &status, &r);
+  if (ex == CTL_EXIT_OK && status != 200)
+    ex = ctl_http_reply_exit(status, r);
+  if (ex == CTL_EXIT_OK && a.json) {
+    ctl_print_json(r);
+  } else if (ex == CTL_EXIT_OK) {
+    char b1[32], b2[32], b3[32];
+    printf("digest:   %s\nstate:    %s\nmodel:    %s %s\nuri:      %s\n"
+           "path:     %s\nfiles:    %.0f\nprogress: %s / %s (%.0f/%.0f "
+           "chunks)\nfrom S3:  %s\npinned:   %s\nelapsed:  %.1f s\n",
+           jstr(r, "digest"), jstr(r, "state"), jstr(r, "model"),
+           jstr(r, "version"), jstr(r, "uri"), jstr(r, "path"),
+           jnum(r, "files"), ctl_size(jnum(r, "bytes_done"), b1, sizeof(b1)),
+           ctl_size(jnum(r, "bytes_total"), b2, sizeof(b2)),
+           jnum(r, "chunks_done"), jnum(r, "chunks_total"),
+           ctl_size(jnum(r, "bytes_from_s3"), b3, sizeof(b3)),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "pinned")) ? "yes"
+                                                                       : "no",
+           jnum(r, "elapsed_s"));
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+    if (e != NULL)
+      printf("error:    %s (%s)\n", jstr(e, "message"), jstr(e, "code"));
+  }
+  cJSON_Delete(r);
+  return ex;
+}
+
+/* pin, unpin, evict, verify: one request on /releases/<digest>[/action]. */
+static int ctl_action(int argc, char **argv, const char *cmd,
+                      const char *method, const char *action) {
+  dargs_t a;
+  if (dargs_parse(argc, argv, &a) != 0 || !ctl_digest_ok(a.pos) || a.wait)
+    return ctl_usage(cmd, "sha256-HEX [--json]");
+  char path[256];
+  snprintf(path, sizeof(path), CTL_API "/releases/%s%s%s", a.pos,
+           *action ? "/" : "", action);
+  long status = 0;
+  cJSON *r = NULL;
+  /* verify re-hashes whole releases: no time limit. */
+  int ex = ctl_call(method, path, NULL,
+                    strcmp(cmd, "verify") == 0 ? 0 : CTL_REQ_TIMEOUT_MS,
+                    &status, &r);
+  if (ex == CTL_EXIT_OK && status != 200)
+    ex = ctl_http_reply_exit(status, r);
+  if (ex != CTL_EXIT_OK) {
+    cJSON_Delete(r);
+    return ex;
+  }
+  if (strcmp(cmd, "verify") == 0) {
+    int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok"));
+    if (a.json) {
+      ctl_print_json(r);
+    } else {
+      const cJSON *it;
+      cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "files")) {
+        int fok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "ok"));
+        printf("%-7s %s\n", fok ? "ok" : "DAMAGED", jstr(it, "name"));
+      }
+    }
+    if (!ok)
+      fprintf(stderr, "p2pctl: release %s has damaged files\n", a.pos);
+    ex = ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+  } else if (a.json) {
+    ctl_print_json(r);
+  } else {
+    printf("%s %s\n", a.pos,
+           strcmp(cmd, "evict") == 0 ? "evicted"
+           : cmd[0] == 'p'           ? "pinned"
+                                     : "unpinned");
+  }
+  cJSON_Delete(r);
+  return ex;
+}
+
+int ctl_pin_main(int argc, char **argv) {
+  return ctl_action(argc, argv, "pin", "POST", "pin");
+}
+
+int ctl_unpin_main(int argc, char **argv) {
+  return ctl_action(argc, argv, "unpin", "POST", "unpin");
+}
+
+int ctl_evict_main(int argc, char **argv) {
+  return ctl_action(argc, argv, "evict", "DELETE", "");
+}
+
+int ctl_verify_main(int argc, char **argv) {
+  return ctl_action(argc, argv, "verify", "POST", "verify");
+}
