@@ -581,6 +581,9 @@ static void s3_xfer_done(ws_curl_uv_xfer_t *x, CURLcode cc) {
     status = s3_status_from_http(r->http, code);
   if (status == WS_ES3NOKEY && !code)
     snprintf(why, sizeof(why), "HTTP 404: no such key or bucket");
+  if (status == WS_ES3AUTH && !code) /* HEAD answers carry no error body */
+    snprintf(why, sizeof(why),
+             "HTTP %ld: credentials rejected or access denied", r->http);
   if (r->attempts > 1)
     s3_req_errmsg(r, "%s (after %u attempts)", why, r->attempts);
   else
