@@ -11,7 +11,7 @@
 /* --- peers ------------------------------------------------------------ */
 #define TRK_MAX_PEERS 4096u           /* connected peers, whole tracker */
 #define TRK_MAX_SWARMS_PER_PEER 16u   /* releases one peer may join */
-#define TRK_NODE_ID_MAX 64u           /* bytes, without NUL */
+#define TRK_NODE_ID_MAX 128u          /* bytes, without NUL (= wire cap) */
 #define TRK_ADDR_MAX 64u              /* listen host text, without NUL */
 #define TRK_ZONE_MAX 64u              /* zone label, without NUL */
 #define TRK_ANNOUNCE_BURST 20u        /* token bucket depth (announces) */
@@ -48,7 +48,18 @@
 /* --- wanted set -------------------------------------------------------- */
 #define TRK_MAX_WANTED 64u
 
-/* --- network (phase 2) ------------------------------------------------- */
+/* --- peer protocol listener (trk_server.c) ---------------------------- */
+#define TRK_MAX_PREAUTH_CONNS 128u          /* connections still handshaking */
+#define TRK_HANDSHAKE_TIMEOUT_MS 10000u     /* accept -> both AUTHs checked */
+#define TRK_CONN_IDLE_TIMEOUT_MS 60000u     /* no frame from an authed peer */
+#define TRK_CONN_CLOSE_GRACE_MS 5000u       /* flush before a forced close */
+#define TRK_CONN_WRITE_QUEUE_MAX (1u << 20) /* unsent reply bytes per conn */
+#define TRK_CONN_FRAMES_PER_S 2000u         /* then reading pauses a second */
+#define TRK_READ_BUF_BYTES (64u << 10)      /* one shared read buffer */
+#define TRK_NODE_NAME "p2p-tracker"         /* our HELLO node id */
+
+/* --- HTTP API (trk_http.c) --------------------------------------------- */
 #define TRK_HTTP_BODY_MAX (16u << 10) /* POST body bytes */
+#define TRK_HTTP_MAX_CONNS 64u
 
 #endif

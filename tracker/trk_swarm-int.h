@@ -21,6 +21,7 @@ struct trk_member_s {
   trk_role_t role;
   uint32_t have_count;
   uint32_t nleases;
+  uint32_t want_leases; /* the member's own origin concurrency */
   trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
   uint64_t joined_ms;
   uint64_t origin_chunks;

@@ -336,3 +336,11 @@ trk_peer_t *trk_member_peer(const trk_member_t *m) {
 trk_role_t trk_member_role(const trk_member_t *m) {
   return m->role;
 }
+
+uint32_t trk_member_want(const trk_member_t *m) {
+  return m->want_leases;
+}
+
+void trk_member_set_want(trk_member_t *m, uint32_t want) {
+  m->want_leases = want;
+}

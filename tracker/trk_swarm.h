@@ -128,10 +128,14 @@ uint32_t trk_swarm_avail(const trk_swarm_t *s, uint32_t chunk);
 const trk_member_t *trk_swarm_lease_holder(const trk_swarm_t *s,
                                            uint32_t chunk);
 
+/* chunk must be < the swarm's total_chunks. */
 int trk_member_has(const trk_member_t *m, uint32_t chunk);
 uint32_t trk_member_have_count(const trk_member_t *m);
 trk_peer_t *trk_member_peer(const trk_member_t *m);
 trk_role_t trk_member_role(const trk_member_t *m);
+/* Origin fetches the member runs at once (from its last announce). */
+uint32_t trk_member_want(const trk_member_t *m);
+void trk_member_set_want(trk_member_t *m, uint32_t want);
 
 /* --- origin leases (trk_lease.c) -------------------------------------- */
 

@@ -215,6 +215,7 @@ static int member_apply(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
       return WS_EUSAGE;
   }
   trk_swarm_set_role(s, m, a->role);
+  trk_member_set_want(m, a->want_leases);
   if (a->bitfield != NULL) {
     rc = trk_swarm_set_have(s, m, a->bitfield, a->bitfield_len);
     if (rc < 0)
@@ -303,8 +304,7 @@ static int find_member(trk_tracker_t *t, trk_peer_id_t id,
 
 int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
                      const ws_hash_t *digest, const uint32_t *chunks,
-                     uint32_t n, uint32_t want_leases, uint64_t now_ms,
-                     trk_reply_t *r) {
+                     uint32_t n, uint64_t now_ms, trk_reply_t *r) {
   trk_swarm_t *s;
   trk_member_t *m;
   uint32_t granted[TRK_LEASES_PER_PEER_MAX];
@@ -321,7 +321,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
       return rc;
   }
   t->st.haves += n;
-  uint32_t ng = trk_lease_grant(s, m, want_leases, now_ms, granted,
+  uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   if (r != NULL) {
     r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;

@@ -105,13 +105,13 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                          const trk_announce_t *a, uint64_t now_ms,
                          trk_reply_t *reply) WS_MUST_USE;
 /* Light update between announces: the peer now holds chunks[0..n).
- * No token (work is bounded by the release's chunk count). Completed
- * leases are topped up with want_leases as the peer's limit; reply (may be
+ * No token (work is bounded by the release's chunk count). Leases are
+ * topped up to the want_leases of the peer's last announce; reply (may be
  * NULL) gets the lease list only. WS_ENOTFOUND if the peer is not in the
- * swarm. */
+ * swarm, WS_EBADMSG for a bad index (earlier ones stay applied). */
 int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
                      const ws_hash_t *digest, const uint32_t *chunks,
-                     uint32_t n, uint32_t want_leases, uint64_t now_ms,
+                     uint32_t n, uint64_t now_ms,
                      trk_reply_t *reply) WS_MUST_USE;
 /* Lease renew / release for one chunk; WS_ENOTFOUND if the peer, swarm or
  * lease is unknown (the peer should stop fetching that chunk). */

@@ -56,13 +56,12 @@ static void test_announce_flow(void **state) {
     assert_true(r.leases[k].chunk >= TRK_LEASES_PER_PEER_MAX);
   /* A reports a chunk: the lease completes and refills. */
   uint32_t c0 = 0;
-  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 8, 10, &r), 0);
+  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 10, &r), 0);
   assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
   assert_int_equal(r.ngranted, 1);
-  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 8, 10, NULL), 0);
+  assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 10, NULL), 0);
   uint32_t oob = 64;
-  assert_int_equal(trk_tracker_have(t, a, &d, &oob, 1, 8, 10, NULL),
-                   WS_EBADMSG);
+  assert_int_equal(trk_tracker_have(t, a, &d, &oob, 1, 10, NULL), WS_EBADMSG);
   /* Renew/release of leases held, not held, unknown swarm. */
   ws_hash_t other = fx_digest(5);
   assert_int_equal(trk_tracker_renew(t, a, &d, 1, 20), 0);
@@ -322,7 +321,7 @@ static void test_json_and_metrics(void **state) {
   an.uri = URI_OF(HEX);
   assert_int_equal(trk_tracker_announce(t, a, &an, 1000, &r), 0);
   uint32_t c = r.leases[0].chunk;
-  assert_int_equal(trk_tracker_have(t, a, &d, &c, 1, 8, 1500, NULL), 0);
+  assert_int_equal(trk_tracker_have(t, a, &d, &c, 1, 1500, NULL), 0);
   assert_int_equal(trk_tracker_prefetch(t, &d, NULL, 1500), 0);
 
   char *s = trk_json_swarms(t, 3000);

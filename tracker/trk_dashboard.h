@@ -1,0 +1,11 @@
+/* trk_dashboard.h - the dashboard page, compiled in from dashboard.html by
+ * trk_embed at build time (see tracker/meson.build). Read-only data. */
+#ifndef TRK_DASHBOARD_H
+#define TRK_DASHBOARD_H
+
+#include <stddef.h>
+
+extern const char trk_dashboard_html[]; /* NUL-terminated */
+extern const size_t trk_dashboard_html_len;
+
+#endif

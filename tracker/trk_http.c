@@ -1,0 +1,356 @@
+/* trk_http.c - HTTP routes of p2p-tracker (see trk_http.h).
+ *
+ * Owns the ws_httpd server it creates; every handler answers at once from
+ * live state (no request outlives its handler). Bodies are capped at
+ * TRK_HTTP_BODY_MAX and connections at TRK_HTTP_MAX_CONNS by ws_httpd.
+ * Loop thread only.
+ */
+#include "trk_http.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trk_dashboard.h"
+#include "trk_json.h"
+#include "ws_httpd.h"
+#include "ws_log.h"
+
+#define PROM_CTYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct trk_http_s {
+  uv_loop_t *loop;
+  trk_tracker_t *t;
+  trk_server_t *srv;
+  ws_httpd_t *httpd;
+  trk_http_wanted_cb wanted_cb;
+  void *wanted_arg;
+  trk_http_close_cb close_cb;
+  void *close_arg;
+};
+
+static uint64_t now_ms(const trk_http_t *h) {
+  return uv_now(h->loop);
+}
+
+static void h_dashboard(ws_httpd_req_t *req, void *arg) {
+  (void)arg;
+  if (ws_httpd_req_add_header(req, "Cache-Control", "no-cache") < 0) {
+    ws_httpd_reply_error(req, 500, WS_ELIMIT, NULL);
+    return;
+  }
+  ws_httpd_reply(req, 200, "text/html; charset=utf-8", trk_dashboard_html,
+                 trk_dashboard_html_len);
+}
+
+static void h_healthz(ws_httpd_req_t *req, void *arg) {
+  (void)arg;
+  ws_httpd_reply(req, 200, "text/plain; charset=utf-8", "ok\n", 3);
+}
+
+/* Appends the listener's own counters to the tracker's metrics text. */
+static int server_metrics(const trk_server_t *srv, char **text, size_t *len) {
+  trk_server_stats_t st;
+  char extra[1536];
+  trk_server_stats(srv, &st);
+  int n = snprintf(
+      extra, sizeof(extra),
+      "# HELP p2p_tracker_conns Open peer connections.\n"
+      "# TYPE p2p_tracker_conns gauge\np2p_tracker_conns %u\n"
+      "# HELP p2p_tracker_conns_handshaking Connections not yet "
+      "authenticated.\n"
+      "# TYPE p2p_tracker_conns_handshaking gauge\n"
+      "p2p_tracker_conns_handshaking %u\n"
+      "# HELP p2p_tracker_conns_accepted_total Connections accepted.\n"
+      "# TYPE p2p_tracker_conns_accepted_total counter\n"
+      "p2p_tracker_conns_accepted_total %llu\n"
+      "# HELP p2p_tracker_conns_rejected_total Connections refused at a cap.\n"
+      "# TYPE p2p_tracker_conns_rejected_total counter\n"
+      "p2p_tracker_conns_rejected_total %llu\n"
+      "# HELP p2p_tracker_auth_failures_total Failed handshakes or MACs.\n"
+      "# TYPE p2p_tracker_auth_failures_total counter\n"
+      "p2p_tracker_auth_failures_total %llu\n"
+      "# HELP p2p_tracker_protocol_errors_total Connections closed for "
+      "protocol errors.\n"
+      "# TYPE p2p_tracker_protocol_errors_total counter\n"
+      "p2p_tracker_protocol_errors_total %llu\n"
+      "# HELP p2p_tracker_frames_in_total Frames received.\n"
+      "# TYPE p2p_tracker_frames_in_total counter\n"
+      "p2p_tracker_frames_in_total %llu\n"
+      "# HELP p2p_tracker_frames_out_total Frames sent.\n"
+      "# TYPE p2p_tracker_frames_out_total counter\n"
+      "p2p_tracker_frames_out_total %llu\n",
+      st.conns, st.preauth, (unsigned long long)st.accepted,
+      (unsigned long long)st.rejected, (unsigned long long)st.auth_failed,
+      (unsigned long long)st.protocol_errors, (unsigned long long)st.frames_in,
+      (unsigned long long)st.frames_out);
+  if (n < 0 || (size_t)n >= sizeof(extra))
+    return WS_ELIMIT;
+  char *grown = realloc(*text, *len + (size_t)n + 1u);
+  if (grown == NULL)
+    return -ENOMEM;
+  memcpy(grown + *len, extra, (size_t)n + 1u);
+  *text = grown;
+  *len += (size_t)n;
+  return 0;
+}
+
+static void h_metrics(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  char *text = NULL;
+  size_t len = 0;
+  int rc = trk_metrics_text(h->t, now_ms(h), &text, &len);
+  if (rc == 0 && h->srv != NULL)
+    rc = server_metrics(h->srv, &text, &len);
+  if (rc < 0) {
+    free(text);
+    ws_httpd_reply_error(req, 500, rc, NULL);
+    return;
+  }
+  ws_httpd_reply(req, 200, PROM_CTYPE, text, len);
+  free(text);
+}
+
+static void reply_text_json(ws_httpd_req_t *req, int status, char *text) {
+  if (text == NULL) {
+    ws_httpd_reply_error(req, 500, -ENOMEM, NULL);
+    return;
+  }
+  ws_httpd_reply(req, status, "application/json", text, strlen(text));
+  free(text);
+}
+
+static void h_swarms(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  reply_text_json(req, 200, trk_json_swarms(h->t, now_ms(h)));
+}
+
+static void h_swarm(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  ws_hash_t d;
+  char *text = NULL;
+  if (ws_digest_from_str(ws_httpd_req_path_rest(req), &d) < 0) {
+    ws_httpd_reply_error(req, 400, WS_EHEX,
+                         "expected /api/v1/swarms/sha256-<hex>");
+    return;
+  }
+  int rc = trk_json_swarm(h->t, &d, now_ms(h), &text);
+  if (rc < 0) {
+    ws_httpd_reply_error(req, rc == WS_ENOTFOUND ? 404 : 500, rc,
+                         rc == WS_ENOTFOUND ? "no swarm for that digest"
+                                            : NULL);
+    return;
+  }
+  reply_text_json(req, 200, text);
+}
+
+static cJSON *wanted_json(const trk_wanted_entry_t *e) {
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL || !cJSON_AddStringToObject(o, "digest", e->digest_str) ||
+      !cJSON_AddStringToObject(o, "uri", e->uri)) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+static void h_prefetch_list(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  const trk_wanted_t *w = trk_tracker_wanted(h->t);
+  cJSON *root = cJSON_CreateObject();
+  cJSON *arr = root == NULL ? NULL : cJSON_AddArrayToObject(root, "wanted");
+  if (arr == NULL) {
+    cJSON_Delete(root);
+    ws_httpd_reply_json(req, 500, NULL);
+    return;
+  }
+  for (uint32_t i = 0; i < trk_wanted_count(w); i++) {
+    cJSON *o = wanted_json(trk_wanted_at(w, i));
+    if (o == NULL) {
+      cJSON_Delete(root);
+      ws_httpd_reply_json(req, 500, NULL);
+      return;
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  ws_httpd_reply_json(req, 200, root);
+}
+
+static int prefetch_status(int rc) {
+  switch (rc) {
+  case WS_ENOTFOUND:
+    return 404;
+  case WS_ELIMIT:
+    return 409;
+  case WS_EJSON:
+  case WS_EUSAGE:
+  case WS_EHEX:
+  case WS_EDIGEST:
+    return 400;
+  default:
+    return 500;
+  }
+}
+
+static void changed(trk_http_t *h) {
+  if (h->wanted_cb != NULL)
+    h->wanted_cb(h->wanted_arg);
+}
+
+static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  cJSON *body = NULL;
+  ws_hash_t d, ud;
+  const ws_hash_t *dp = NULL;
+  const char *uri = NULL;
+  const char *msg = NULL;
+  int rc = ws_httpd_req_json(req, &body);
+  if (rc < 0 || !cJSON_IsObject(body)) {
+    rc = WS_EJSON;
+    msg = "body must be a JSON object";
+    goto fail;
+  }
+  const cJSON *ju = cJSON_GetObjectItemCaseSensitive(body, "uri");
+  const cJSON *jd = cJSON_GetObjectItemCaseSensitive(body, "digest");
+  if ((ju != NULL && !cJSON_IsString(ju)) ||
+      (jd != NULL && !cJSON_IsString(jd)) || (ju == NULL && jd == NULL)) {
+    rc = WS_EUSAGE;
+    msg = "expected {\"uri\": \"s3://.../sha256-<hex>/\"} or "
+          "{\"digest\": \"sha256-<hex>\"}";
+    goto fail;
+  }
+  if (jd != NULL) {
+    rc = ws_digest_from_str(jd->valuestring, &d);
+    if (rc < 0) {
+      msg = "digest must be sha256-<64 hex>";
+      goto fail;
+    }
+    dp = &d;
+  }
+  if (ju != NULL) {
+    uri = ju->valuestring;
+    /* Peers are told releases by digest (docs/protocol.md), so a URI must
+     * name its digest: the immutable layout .../sha256-<hex>/. */
+    rc = trk_wanted_uri_digest(uri, &ud);
+    if (rc < 0) {
+      msg = rc == WS_ENOTFOUND ? "uri has no sha256-<hex> path segment"
+                               : "uri must be s3://bucket/...";
+      rc = WS_EUSAGE;
+      goto fail;
+    }
+  }
+  rc = trk_tracker_prefetch(h->t, dp, uri, now_ms(h));
+  if (rc < 0) {
+    msg = rc == WS_ENOTFOUND ? "unknown digest: no swarm has it; POST its uri"
+          : rc == WS_EDIGEST ? "digest and uri disagree"
+          : rc == WS_ELIMIT  ? "wanted set is full"
+                             : NULL;
+    goto fail;
+  }
+  const trk_wanted_entry_t *e =
+      trk_wanted_find(trk_tracker_wanted(h->t), dp != NULL ? dp : &ud);
+  cJSON *out = e == NULL ? NULL : wanted_json(e);
+  if (out != NULL)
+    cJSON_AddBoolToObject(out, "created", rc == 0);
+  WS_LOGI("prefetch %s %s (%s)", e != NULL ? e->digest_str : "?",
+          e != NULL ? e->uri : "", rc == 0 ? "added" : "already wanted");
+  if (rc == 0)
+    changed(h);
+  ws_httpd_reply_json(req, rc == 0 ? 201 : 200, out);
+  cJSON_Delete(body);
+  return;
+
+fail:
+  cJSON_Delete(body);
+  ws_httpd_reply_error(req, prefetch_status(rc), rc, msg);
+}
+
+static void h_prefetch_del(ws_httpd_req_t *req, void *arg) {
+  trk_http_t *h = arg;
+  ws_hash_t d;
+  const char *key = ws_httpd_req_path_rest(req);
+  if (ws_digest_from_str(key, &d) < 0) {
+    ws_httpd_reply_error(req, 400, WS_EHEX, "expected sha256-<hex>");
+    return;
+  }
+  int rc = trk_wanted_remove(trk_tracker_wanted(h->t), key);
+  if (rc < 0) {
+    ws_httpd_reply_error(req, 404, rc, "not in the wanted set");
+    return;
+  }
+  WS_LOGI("prefetch %s removed", key);
+  changed(h);
+  ws_httpd_reply(req, 204, NULL, NULL, 0);
+}
+
+int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
+                 trk_http_t **out) {
+  static const struct {
+    const char *method;
+    const char *path;
+    ws_httpd_match_t match;
+    ws_httpd_handler_cb cb;
+  } routes[] = {
+      {"GET", "/", WS_HTTPD_MATCH_EXACT, h_dashboard},
+      {"GET", "/healthz", WS_HTTPD_MATCH_EXACT, h_healthz},
+      {"GET", "/metrics", WS_HTTPD_MATCH_EXACT, h_metrics},
+      {"GET", "/api/v1/swarms", WS_HTTPD_MATCH_EXACT, h_swarms},
+      {"GET", "/api/v1/swarms/", WS_HTTPD_MATCH_PREFIX, h_swarm},
+      {"GET", "/api/v1/prefetch", WS_HTTPD_MATCH_EXACT, h_prefetch_list},
+      {"POST", "/api/v1/prefetch", WS_HTTPD_MATCH_EXACT, h_prefetch_add},
+      {"DELETE", "/api/v1/prefetch/", WS_HTTPD_MATCH_PREFIX, h_prefetch_del},
+  };
+  ws_httpd_config_t cfg = {.max_body_bytes = TRK_HTTP_BODY_MAX,
+                           .max_conns = TRK_HTTP_MAX_CONNS,
+                           .name = "http"};
+  int rc;
+  trk_http_t *h = calloc(1, sizeof(*h));
+  if (h == NULL)
+    return -ENOMEM;
+  h->loop = loop;
+  h->t = t;
+  h->srv = srv;
+  rc = ws_httpd_new(loop, &cfg, &h->httpd);
+  if (rc < 0)
+    goto fail_h;
+  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+    rc = ws_httpd_route(h->httpd, routes[i].method, routes[i].path,
+                        routes[i].match, routes[i].cb, h);
+    if (rc < 0)
+      goto fail_httpd;
+  }
+  *out = h;
+  return 0;
+
+fail_httpd:
+  /* ws_httpd frees itself once its handles are closed. */
+  ws_httpd_close(h->httpd, NULL, NULL);
+fail_h:
+  free(h);
+  return rc;
+}
+
+int trk_http_listen(trk_http_t *h, const char *host_port, int *bound_port) {
+  return ws_httpd_listen_tcp(h->httpd, host_port, bound_port);
+}
+
+void trk_http_on_wanted(trk_http_t *h, trk_http_wanted_cb cb, void *arg) {
+  h->wanted_cb = cb;
+  h->wanted_arg = arg;
+}
+
+static void httpd_closed(ws_httpd_t *srv, void *arg) {
+  trk_http_t *h = arg;
+  (void)srv;
+  if (h->close_cb != NULL)
+    h->close_cb(h->close_arg);
+  free(h);
+}
+
+void trk_http_close(trk_http_t *h, trk_http_close_cb cb, void *arg) {
+  h->close_cb = cb;
+  h->close_arg = arg;
+  ws_httpd_close(h->httpd, httpd_closed, h);
+}

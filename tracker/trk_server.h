@@ -1,0 +1,54 @@
+/* trk_server.h - p2p-tracker's peer protocol listener.
+ *
+ * Accepts TCP connections from p2pd, runs the cluster-key handshake
+ * (proto/), then turns ANNOUNCE, HAVE, LEASE_RENEW and LEASE_RELEASE frames
+ * into trk_tracker_t calls and answers with ANNOUNCE_REPLY (or ERROR). One
+ * authenticated connection = one registered peer; closing it disconnects
+ * the peer (its leases become leasable at once). A periodic sweep expires
+ * leases, times out handshakes and idle peers, and resumes throttled
+ * readers. Loop thread only.
+ */
+#ifndef TRK_SERVER_H
+#define TRK_SERVER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "trk_tracker.h"
+#include "ws_err.h"
+
+typedef struct trk_server_s trk_server_t;
+typedef void (*trk_server_close_cb)(trk_server_t *srv, void *arg);
+
+typedef struct {
+  uint64_t accepted;
+  uint64_t rejected; /* over a connection cap */
+  uint64_t auth_failed;
+  uint64_t protocol_errors;
+  uint64_t frames_in;
+  uint64_t frames_out;
+  uint32_t conns;
+  uint32_t preauth;
+} trk_server_stats_t;
+
+/* Creates a server on loop (borrowed) driving t (borrowed; both outlive the
+ * server) with the 32-byte cluster key (copied). 0 and *out (new; ends
+ * with trk_server_close), or -ENOMEM / a uv error. */
+int trk_server_new(uv_loop_t *loop, trk_tracker_t *t, const uint8_t key[32],
+                   trk_server_t **out) WS_MUST_USE;
+/* Listens on "HOST:PORT" ("0.0.0.0:7070", "[::]:7070", ":7070" = all IPv4
+ * addresses). Port 0 binds a free port; *bound_port (may be NULL) gets it.
+ * 0, WS_EUSAGE, WS_EBUSY (already listening) or a uv error. */
+int trk_server_listen(trk_server_t *srv, const char *host_port,
+                      int *bound_port) WS_MUST_USE;
+/* Sends GOODBYE to every peer, closes the listener and all connections,
+ * then calls cb (may be NULL) and frees srv. Call at most once. */
+void trk_server_close(trk_server_t *srv, trk_server_close_cb cb, void *arg);
+void trk_server_stats(const trk_server_t *srv, trk_server_stats_t *out);
+
+/* Parses "HOST:PORT" / "[V6]:PORT" / ":PORT" into sa (shared with main.c
+ * and tests). 0 or WS_EUSAGE. */
+int trk_addr_parse(const char *host_port,
+                   struct sockaddr_storage *sa) WS_MUST_USE;
+
+#endif

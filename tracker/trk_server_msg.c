@@ -1,0 +1,347 @@
+/* trk_server_msg.c - what the tracker does with each frame a peer sends.
+ *
+ * Before authentication only HELLO and AUTH move the handshake on (ERROR
+ * and GOODBYE close); after it every frame must carry a valid MAC and
+ * ANNOUNCE / HAVE / LEASE_RENEW / LEASE_RELEASE drive the tracker. Replies:
+ *   ANNOUNCE      -> ANNOUNCE_REPLY (peers, every lease held, wanted)
+ *   HAVE          -> ANNOUNCE_REPLY with the lease list, only if it grew
+ *   LEASE_RENEW   -> ANNOUNCE_REPLY with the lease list if a chunk was done,
+ *                    or a renew found the lease gone (expired or revoked)
+ *   LEASE_RELEASE -> ANNOUNCE_REPLY with the (refilled) lease list
+ * An ANNOUNCE_REPLY's lease list is always the peer's complete current set
+ * for that digest; its peer and wanted lists are hints to add, not a set
+ * to replace (docs/tracker.md). Semantic errors (caps, rate limit, a chunk
+ * count that disagrees with the swarm) answer ERROR and keep the
+ * connection; malformed frames close it. Loop thread only.
+ */
+#include "trk_server-int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ws_log.h"
+
+static uint64_t now_ms(const trk_conn_t *c) {
+  return uv_now(c->srv->loop);
+}
+
+static void protocol_error(trk_conn_t *c, const char *why) {
+  c->srv->st.protocol_errors++;
+  if (c->state == TRK_CONN_READY) {
+    ws_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = WS_MSG_GOODBYE;
+    m.u.goodbye.reason = WS_BYE_PROTOCOL;
+    if (trk_conn_send(c, &m) < 0)
+      return;
+    trk_conn_close(c, true, why);
+    return;
+  }
+  trk_conn_close(c, false, why);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static void send_reply(trk_conn_t *c, const ws_hash_t *d,
+                       const trk_reply_t *r) {
+  ws_msg_t m;
+  ws_peer_info_t peers[TRK_REPLY_PEERS_MAX];
+  ws_lease_t leases[TRK_LEASES_PER_PEER_MAX];
+  uint32_t chunks[TRK_LEASES_PER_PEER_MAX];
+  ws_wanted_t wanted[TRK_MAX_WANTED];
+  uint64_t now = now_ms(c);
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_ANNOUNCE_REPLY;
+  ws_announce_reply_t *ar = &m.u.announce_reply;
+  memcpy(ar->digest, d->b, WS_PROTO_DIGEST_LEN);
+  ar->interval_ms = r->interval_ms;
+  for (uint32_t i = 0; i < r->npeers; i++) {
+    const trk_peer_t *p = r->peers[i];
+    ws_peer_info_t *o = &peers[ar->n_peers];
+    if (p->addr[0] == '\0')
+      continue; /* nowhere to connect to */
+    memset(o, 0, sizeof(*o));
+    snprintf(o->node_id, sizeof(o->node_id), "%s", p->node_id);
+    snprintf(o->host, sizeof(o->host), "%s", p->addr);
+    snprintf(o->zone, sizeof(o->zone), "%s", p->zone);
+    o->port = p->port;
+    ar->n_peers++;
+  }
+  ar->peers = peers;
+  for (uint32_t i = 0; i < r->nleases; i++) {
+    const trk_lease_t *l = &r->leases[i];
+    chunks[i] = l->chunk;
+    memcpy(leases[i].digest, d->b, WS_PROTO_DIGEST_LEN);
+    leases[i].chunks = &chunks[i];
+    leases[i].n_chunks = 1;
+    leases[i].ttl_ms =
+        l->expires_ms > now ? (uint32_t)(l->expires_ms - now) : 1u;
+  }
+  ar->leases = leases;
+  ar->n_leases = r->nleases;
+  for (uint32_t i = 0; i < r->nwanted; i++) {
+    const trk_wanted_entry_t *e = r->wanted[i];
+    if (!e->has_digest)
+      continue; /* the wire names releases by digest */
+    ws_wanted_t *w = &wanted[ar->n_wanted++];
+    memcpy(w->digest, e->digest.b, WS_PROTO_DIGEST_LEN);
+    w->uri = e->uri[0] != '\0' ? (char *)e->uri : NULL;
+  }
+  ar->wanted = wanted;
+  (void)trk_conn_send(c, &m); /* failure closed c */
+}
+
+static void send_result(trk_conn_t *c, int rc, const char *what) {
+  char msg[WS_ERRMSG_MAX + 1];
+  snprintf(msg, sizeof(msg), "%s: %s", what, ws_strerror(rc));
+  WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id, c->node_id, msg);
+  trk_conn_send_error(c, rc, msg);
+}
+
+/* ---- authenticated messages ------------------------------------------- */
+
+static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
+  trk_server_t *srv = c->srv;
+  trk_reply_t r;
+  trk_announce_t ta;
+  ws_hash_t d;
+  memcpy(d.b, a->digest, sizeof(d.b));
+  /* Omitted fields are 0 / "": keep what HELLO said. */
+  trk_peer_info_t info = {.node_id = c->node_id,
+                          .addr = c->ip,
+                          .port = a->port != 0 ? a->port : c->port,
+                          .zone = a->zone[0] != '\0' ? a->zone : c->zone};
+  int rc = trk_tracker_peer_update(srv->t, c->peer, &info);
+  if (rc < 0) {
+    send_result(c, rc, "announce: bad port or zone");
+    return;
+  }
+  memset(&ta, 0, sizeof(ta));
+  ta.digest = d;
+  ta.uri = a->uri;
+  ta.total_chunks = a->total_chunks;
+  ta.role = a->role == WS_SWARM_SEED ? TRK_ROLE_SEED : TRK_ROLE_LEECH;
+  if (a->have_bits != NULL) {
+    ta.bitfield = a->have_bits;
+    ta.bitfield_len = ws_bitfield_nbytes(a->total_chunks);
+  }
+  ta.have = a->have_list;
+  ta.nhave = a->n_have_list;
+  ta.want_leases =
+      a->want && ta.role == TRK_ROLE_LEECH ? TRK_LEASES_PER_PEER_MAX : 0;
+  ta.max_peers = TRK_REPLY_PEERS_DEFAULT;
+  ta.leave = a->event == WS_ANN_STOPPED;
+  rc = trk_tracker_announce(srv->t, c->peer, &ta, now_ms(c), &r);
+  if (rc < 0) {
+    send_result(c, rc, "announce");
+    return;
+  }
+  send_reply(c, &d, &r);
+}
+
+static void on_have(trk_conn_t *c, const ws_have_t *h) {
+  trk_reply_t r;
+  ws_hash_t d;
+  memcpy(d.b, h->digest, sizeof(d.b));
+  int rc =
+      trk_tracker_have(c->srv->t, c->peer, &d, &h->chunk, 1, now_ms(c), &r);
+  if (rc == WS_ENOTFOUND)
+    return; /* a HAVE before the first announce of that release */
+  if (rc < 0) {
+    send_result(c, rc, "have");
+    return;
+  }
+  if (r.ngranted > 0)
+    send_reply(c, &d, &r);
+}
+
+static void on_lease(trk_conn_t *c, uint8_t type, const ws_lease_upd_t *u) {
+  trk_tracker_t *t = c->srv->t;
+  trk_reply_t r;
+  ws_hash_t d;
+  uint64_t now = now_ms(c);
+  bool changed = type == WS_MSG_LEASE_RELEASE || u->n_done > 0;
+  memcpy(d.b, u->digest, sizeof(d.b));
+  /* Done chunks first: they complete leases and make room. */
+  int rc = trk_tracker_have(t, c->peer, &d, u->done, u->n_done, now, NULL);
+  if (rc < 0) {
+    send_result(c, rc, "lease update");
+    return;
+  }
+  for (uint32_t i = 0; i < u->n_chunks; i++) {
+    if (type == WS_MSG_LEASE_RENEW)
+      rc = trk_tracker_renew(t, c->peer, &d, u->chunks[i], now);
+    else
+      rc = trk_tracker_release(t, c->peer, &d, u->chunks[i]);
+    if (rc == WS_ENOTFOUND)
+      changed = true; /* expired or revoked: the reply says so */
+  }
+  if (!changed)
+    return;
+  /* No new chunks: tops the leases up and lists them. */
+  rc = trk_tracker_have(t, c->peer, &d, NULL, 0, now, &r);
+  if (rc == 0)
+    send_reply(c, &d, &r);
+}
+
+static void on_ready_frame(trk_conn_t *c, const ws_frame_t *f) {
+  ws_msg_t m;
+  int rc = ws_frame_open(&c->sess, f);
+  if (rc < 0) {
+    c->srv->st.auth_failed++;
+    trk_conn_close(c, false, "bad frame MAC");
+    return;
+  }
+  if (!ws_msg_type_known(f->type))
+    return; /* forward compatibility: skip */
+  switch (f->type) {
+  case WS_MSG_ANNOUNCE:
+  case WS_MSG_HAVE:
+  case WS_MSG_LEASE_RENEW:
+  case WS_MSG_LEASE_RELEASE:
+  case WS_MSG_ERROR:
+  case WS_MSG_GOODBYE:
+    break;
+  case WS_MSG_MANIFEST_REQ:
+    trk_conn_send_error(c, WS_ENOTFOUND, "the tracker holds no manifests");
+    return;
+  default:
+    protocol_error(c, "message not for a tracker");
+    return;
+  }
+  rc = ws_msg_decode(f, &m);
+  if (rc < 0) {
+    protocol_error(c, ws_strerror(rc));
+    return;
+  }
+  switch (m.type) {
+  case WS_MSG_ANNOUNCE:
+    on_announce(c, &m.u.announce);
+    break;
+  case WS_MSG_HAVE:
+    on_have(c, &m.u.have);
+    break;
+  case WS_MSG_LEASE_RENEW:
+  case WS_MSG_LEASE_RELEASE:
+    on_lease(c, m.type, &m.u.lease);
+    break;
+  case WS_MSG_ERROR:
+    WS_LOGW("conn#%llu node=%s: peer reports error %d: %s",
+            (unsigned long long)c->id, c->node_id, (int)m.u.error.code,
+            m.u.error.msg);
+    break;
+  default: /* GOODBYE */
+    trk_conn_close(c, false, "goodbye");
+    break;
+  }
+  ws_msg_free(&m);
+}
+
+/* ---- handshake -------------------------------------------------------- */
+
+static void on_hello(trk_conn_t *c, const ws_frame_t *f) {
+  ws_hello_t h;
+  if (c->hello_seen) {
+    protocol_error(c, "second HELLO");
+    return;
+  }
+  int rc = ws_hs_hello_recv(&c->hs, f, &h);
+  if (rc < 0) {
+    protocol_error(c, ws_strerror(rc));
+    return;
+  }
+  if (h.role != WS_ROLE_PEER) {
+    protocol_error(c, "HELLO from a non-peer");
+    return;
+  }
+  c->hello_seen = true;
+  memcpy(c->node_id, h.node_id, sizeof(c->node_id));
+  memcpy(c->zone, h.zone, sizeof(c->zone));
+  c->port = h.port;
+}
+
+/* Both AUTHs checked: register the peer. */
+static void conn_ready(trk_conn_t *c) {
+  trk_server_t *srv = c->srv;
+  trk_peer_id_t id, old = 0;
+  trk_peer_info_t info = {
+      .node_id = c->node_id, .addr = c->ip, .port = c->port, .zone = c->zone};
+  ws_frame_reader_set_limits(c->reader, WS_MAX_BODY, 0);
+  srv->preauth--;
+  trk_conn_set_state(c, TRK_CONN_READY);
+  int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
+  if (rc < 0) {
+    WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
+            c->remote, c->node_id, ws_strerror(rc));
+    trk_conn_send_error(c, rc, ws_strerror(rc));
+    trk_conn_close(c, true, "refused");
+    return;
+  }
+  c->peer = id;
+  WS_LOGI("conn#%llu %s node=%s zone=%s port=%u: peer joined",
+          (unsigned long long)c->id, c->remote, c->node_id, c->zone,
+          (unsigned)c->port);
+  if (old != 0) {
+    /* The node reconnected; its old connection is stale. Its peer record
+     * is already gone, so closing it must not disconnect anything. */
+    trk_conn_t *stale = trk_server_find_peer(srv, old);
+    if (stale != NULL) {
+      stale->peer = 0;
+      trk_conn_close(stale, false, "replaced by a new connection");
+    }
+  }
+}
+
+static void on_auth(trk_conn_t *c, const ws_frame_t *f) {
+  ws_pbuf_t b;
+  if (!c->hello_seen) {
+    protocol_error(c, "AUTH before HELLO");
+    return;
+  }
+  int rc = ws_hs_auth_recv(&c->hs, f);
+  if (rc < 0) {
+    /* Wrong cluster key: close without a word (docs/protocol.md §4). */
+    c->srv->st.auth_failed++;
+    WS_LOGW("conn#%llu %s: authentication failed", (unsigned long long)c->id,
+            c->remote);
+    trk_conn_close(c, false, "authentication failed");
+    return;
+  }
+  ws_pbuf_init(&b, WS_MAX_BODY_PREAUTH + WS_FRAME_HDR_LEN);
+  rc = ws_hs_auth_encode(&c->hs, &b);
+  if (rc == 0)
+    rc = ws_hs_session(&c->hs, &c->sess);
+  if (rc < 0) {
+    ws_pbuf_free(&b);
+    protocol_error(c, ws_strerror(rc));
+    return;
+  }
+  /* Our AUTH goes out as encoded (unsealed); every later frame is
+   * sealed because the state is READY by then. */
+  rc = trk_conn_write(c, b.data, b.len);
+  ws_pbuf_free(&b);
+  if (rc == 0)
+    conn_ready(c);
+}
+
+void trk_conn_on_frame(trk_conn_t *c, const ws_frame_t *f) {
+  if (c->state == TRK_CONN_READY) {
+    on_ready_frame(c, f);
+    return;
+  }
+  switch (f->type) {
+  case WS_MSG_HELLO:
+    on_hello(c, f);
+    break;
+  case WS_MSG_AUTH:
+    on_auth(c, f);
+    break;
+  case WS_MSG_ERROR:
+  case WS_MSG_GOODBYE:
+    trk_conn_close(c, false, "peer gave up during handshake");
+    break;
+  default:
+    protocol_error(c, "unexpected frame before authentication");
+    break;
+  }
+}
