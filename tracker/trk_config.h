@@ -39,6 +39,10 @@
 /* Hard cap on concurrent origin fetches of one swarm (S3 request rate). */
 #define TRK_ORIGIN_INFLIGHT_MAX 256u
 #define TRK_SWEEP_INTERVAL_MS 1000u /* lease expiry sweep */
+/* A released chunk is offered to other downloaders before its releaser,
+ * for this long; the last few releases per member are remembered. */
+#define TRK_LEASE_AVOID_MS 5000u
+#define TRK_LEASE_AVOID_SLOTS 4u
 
 /* --- replies ---------------------------------------------------------- */
 #define TRK_REPLY_PEERS_MAX 32u /* hard cap on peers in one reply */

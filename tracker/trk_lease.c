@@ -62,6 +62,14 @@ void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
   }
 }
 
+/* True if m gave chunk back within TRK_LEASE_AVOID_MS. */
+static int avoided(const trk_member_t *m, uint32_t chunk, uint64_t now_ms) {
+  for (uint32_t i = 0; i < TRK_LEASE_AVOID_SLOTS; i++)
+    if (m->avoid[i].chunk == chunk && m->avoid[i].until_ms > now_ms)
+      return 1;
+  return 0;
+}
+
 static int slot_of(const trk_member_t *m, uint32_t chunk) {
   for (uint32_t i = 0; i < m->nleases; i++)
     if (m->leases[i].chunk == chunk)
@@ -86,11 +94,20 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   uint32_t limit = trk_lease_cap(s);
   if (want < limit)
     limit = want;
+  uint32_t from = s->need_lo;
+  int skipped = 0;
   while (m->nleases < limit && n < max_out && s->need_count > 0 &&
          s->leased < TRK_ORIGIN_INFLIGHT_MAX) {
-    uint32_t c = trk_bits_next(s->need, s->total, s->need_lo);
-    assert(c < s->total); /* need_count > 0 */
-    s->need_lo = c;
+    uint32_t c = trk_bits_next(s->need, s->total, from);
+    if (c == s->total)
+      break; /* only chunks m just gave back are left */
+    if (!skipped)
+      s->need_lo = c; /* nothing below c needs the origin */
+    from = c + 1u;
+    if (s->downloaders > 1 && avoided(m, c, now_ms)) {
+      skipped = 1; /* another downloader should try this one */
+      continue;
+    }
     /* need => avail == 0 => m cannot hold c. */
     assert(!trk_bits_get(m->have, c) && s->holder[c] == NULL);
     trk_bits_clear(s->need, c);
@@ -118,11 +135,17 @@ int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
   return 0;
 }
 
-int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk) {
+int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
+                      uint64_t now_ms) {
   int slot = slot_of(m, chunk);
   if (slot < 0)
     return WS_ENOTFOUND;
   trk_lease_end_slot(s, m, (uint32_t)slot, TRK_LEASE_END_RELEASED);
+  /* The holder failed or gave up on this chunk: for a while, offer it to
+   * other downloaders first (ring of the last few releases). */
+  m->avoid[m->avoid_next].chunk = chunk;
+  m->avoid[m->avoid_next].until_ms = now_ms + TRK_LEASE_AVOID_MS;
+  m->avoid_next = (m->avoid_next + 1u) % TRK_LEASE_AVOID_SLOTS;
   return 0;
 }
 

@@ -172,7 +172,7 @@ static void on_lease(trk_conn_t *c, uint8_t type, const ws_lease_upd_t *u) {
     if (type == WS_MSG_LEASE_RENEW)
       rc = trk_tracker_renew(t, c->peer, &d, u->chunks[i], now);
     else
-      rc = trk_tracker_release(t, c->peer, &d, u->chunks[i]);
+      rc = trk_tracker_release(t, c->peer, &d, u->chunks[i], now);
     if (rc == WS_ENOTFOUND)
       changed = true; /* expired or revoked: the reply says so */
   }

@@ -23,6 +23,11 @@ struct trk_member_s {
   uint32_t nleases;
   uint32_t want_leases; /* the member's own origin concurrency */
   trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
+  struct {
+    uint32_t chunk;
+    uint64_t until_ms;            /* 0: empty slot */
+  } avoid[TRK_LEASE_AVOID_SLOTS]; /* chunks it recently gave back */
+  uint32_t avoid_next;
   uint64_t joined_ms;
   uint64_t origin_chunks;
   uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */

@@ -13,6 +13,7 @@
  *   - a member holds at most trk_lease_cap() leases (at most
  *     TRK_LEASES_PER_PEER_MAX), so origin fetches spread over all
  *     downloading members and a slow member cannot hoard chunks;
+ *   - a chunk a member gave back goes to another downloader first;
  *   - a lease ends when its holder reports the chunk (completed), gives it
  *     back (released), another member reports the chunk (revoked), its TTL
  *     passes without renew (expired), or its holder leaves (released).
@@ -153,9 +154,10 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
 int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
                     uint64_t now_ms) WS_MUST_USE;
 /* m gives the lease back (fetch failed or cancelled); the chunk becomes
- * leasable at once. WS_ENOTFOUND if m does not hold it. */
-int trk_lease_release(trk_swarm_t *s, trk_member_t *m,
-                      uint32_t chunk) WS_MUST_USE;
+ * leasable at once, but for TRK_LEASE_AVOID_MS it goes to m again only if
+ * m is the sole downloader. WS_ENOTFOUND if m does not hold it. */
+int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
+                      uint64_t now_ms) WS_MUST_USE;
 /* Ends every lease whose deadline is <= now_ms; returns how many. */
 uint32_t trk_lease_expire(trk_swarm_t *s, uint64_t now_ms);
 /* Copies m's current leases (at most max) to out; returns how many. */

@@ -342,13 +342,14 @@ int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
 }
 
 int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
-                        const ws_hash_t *digest, uint32_t chunk) {
+                        const ws_hash_t *digest, uint32_t chunk,
+                        uint64_t now_ms) {
   trk_swarm_t *s;
   trk_member_t *m;
   int rc = find_member(t, id, digest, &s, &m);
   if (rc < 0)
     return rc;
-  return trk_lease_release(s, m, chunk);
+  return trk_lease_release(s, m, chunk, now_ms);
 }
 
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {

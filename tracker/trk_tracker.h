@@ -119,7 +119,8 @@ int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
                       const ws_hash_t *digest, uint32_t chunk,
                       uint64_t now_ms) WS_MUST_USE;
 int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
-                        const ws_hash_t *digest, uint32_t chunk) WS_MUST_USE;
+                        const ws_hash_t *digest, uint32_t chunk,
+                        uint64_t now_ms) WS_MUST_USE;
 /* Periodic work (every TRK_SWEEP_INTERVAL_MS): expires leases in all
  * swarms. Returns how many expired. */
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms);

@@ -179,9 +179,9 @@ static void test_release_and_holder_leave(void **state) {
   uint32_t a[ALL];
   fx_init(&fx, 3, 30, NULL);
   assert_int_equal(grant(&fx, 0, 0, a), 6); /* 3 downloaders: cap 6 */
-  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0]), 0);
-  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0]), WS_ENOTFOUND);
-  assert_int_equal(trk_lease_release(fx.s, fx.m[1], a[1]), WS_ENOTFOUND);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), 0);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), WS_ENOTFOUND);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[1], a[1], 0), WS_ENOTFOUND);
   fx_check(fx.s);
   /* A also completed chunk 20 (it had it from elsewhere). */
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], 20), 0);
@@ -199,6 +199,46 @@ static void test_release_and_holder_leave(void **state) {
   trk_swarm_stats_t st;
   trk_swarm_stats(fx.s, &st);
   assert_int_equal(st.leases_released, 6);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
+static void test_released_chunk_goes_elsewhere(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL], out[ALL];
+  fx_init(&fx, 2, 32, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 8);
+  /* A's fetch of chunk 2 failed: it is not handed straight back to A. */
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 2, 100), 0);
+  assert_int_equal(grant(&fx, 0, 100, out), 1);
+  assert_int_equal(out[0], 8);
+  fx_check(fx.s);
+  /* B, the other downloader, gets it first. */
+  assert_int_equal(grant(&fx, 1, 100, out), 8);
+  assert_int_equal(out[0], 2);
+  assert_int_equal(out[1], 9);
+  /* Both gave chunks back: A skips 2 and 8 (its own), takes 16. */
+  assert_int_equal(trk_lease_release(fx.s, fx.m[1], 2, 200), 0);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 8, 200), 0);
+  assert_int_equal(grant(&fx, 0, 200, out), 1);
+  assert_int_equal(out[0], 16);
+  fx_check(fx.s);
+  /* After TRK_LEASE_AVOID_MS the releaser may have chunk 2 again. */
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 16, 100), 0);
+  assert_int_equal(grant(&fx, 0, 100 + TRK_LEASE_AVOID_MS - 1, out), 1);
+  assert_int_equal(out[0], 17);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 17, 150), 0);
+  assert_int_equal(grant(&fx, 0, 100 + TRK_LEASE_AVOID_MS, out), 1);
+  assert_int_equal(out[0], 2);
+  fx_check(fx.s);
+  fx_free(&fx);
+  /* A lone downloader gets its own released chunk back at once. */
+  fx_init(&fx, 1, 4, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 4);
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 1, 10), 0);
+  assert_int_equal(grant(&fx, 0, 10, out), 1);
+  assert_int_equal(out[0], 1);
   fx_check(fx.s);
   fx_free(&fx);
 }
@@ -279,7 +319,8 @@ static void test_exclusivity_random_ops(void **state) {
     case 4:
       if (m->nleases > 0)
         assert_int_equal(
-            trk_lease_release(fx.s, m, m->leases[c % m->nleases].chunk), 0);
+            trk_lease_release(fx.s, m, m->leases[c % m->nleases].chunk, now),
+            0);
       break;
     case 5:
       trk_lease_expire(fx.s, now);
@@ -440,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_done_chunks_never_released_again),
       cmocka_unit_test(test_expiry_and_regrant),
       cmocka_unit_test(test_release_and_holder_leave),
+      cmocka_unit_test(test_released_chunk_goes_elsewhere),
       cmocka_unit_test(test_revoke_when_other_delivers),
       cmocka_unit_test(test_refetch_after_all_holders_leave),
       cmocka_unit_test(test_exclusivity_random_ops),

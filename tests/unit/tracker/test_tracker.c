@@ -67,9 +67,9 @@ static void test_announce_flow(void **state) {
   assert_int_equal(trk_tracker_renew(t, a, &d, 1, 20), 0);
   assert_int_equal(trk_tracker_renew(t, a, &d, 0, 20), WS_ENOTFOUND);
   assert_int_equal(trk_tracker_renew(t, a, &other, 1, 20), WS_ENOTFOUND);
-  assert_int_equal(trk_tracker_release(t, a, &d, 1), 0);
-  assert_int_equal(trk_tracker_release(t, a, &d, 1), WS_ENOTFOUND);
-  assert_int_equal(trk_tracker_release(t, 12345, &d, 1), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_release(t, a, &d, 1, 20), 0);
+  assert_int_equal(trk_tracker_release(t, a, &d, 1, 20), WS_ENOTFOUND);
+  assert_int_equal(trk_tracker_release(t, 12345, &d, 1, 20), WS_ENOTFOUND);
   /* Chunk count must match the swarm. */
   trk_announce_t bad = ann(&d, 65);
   assert_int_equal(trk_tracker_announce(t, b, &bad, 0, &r), WS_EPROTO);
