@@ -1,0 +1,78 @@
+/* wire_fixture.c - see wire_fixture.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "wire_fixture.h"
+
+static void wf_on_conn(uv_stream_t *s, int status) {
+  wf_loop_t *w = s->data;
+
+  assert_int_equal(status, 0);
+  w->on_conn(w, s);
+}
+
+void wf_init(wf_loop_t *w, wf_conn_cb on_conn, void *arg) {
+  struct sockaddr_in a;
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+
+  memset(w, 0, sizeof(*w));
+  w->on_conn = on_conn;
+  w->arg = arg;
+  assert_int_equal(uv_loop_init(&w->loop), 0);
+  assert_int_equal(uv_timer_init(&w->loop, &w->guard), 0);
+  w->guard.data = w;
+  assert_int_equal(uv_tcp_init(&w->loop, &w->lsn), 0);
+  w->lsn.data = w;
+  w->lsn_open = true;
+  assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+  assert_int_equal(uv_tcp_bind(&w->lsn, (struct sockaddr *)&a, 0), 0);
+  assert_int_equal(uv_listen((uv_stream_t *)&w->lsn, 16, wf_on_conn), 0);
+  assert_int_equal(uv_tcp_getsockname(&w->lsn, (struct sockaddr *)&ss, &len),
+                   0);
+  w->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+void wf_listen_close(wf_loop_t *w) {
+  if (!w->lsn_open)
+    return;
+  w->lsn_open = false;
+  uv_close((uv_handle_t *)&w->lsn, NULL);
+}
+
+static void wf_on_guard(uv_timer_t *t) {
+  wf_loop_t *w = t->data;
+
+  w->guard_fired = true;
+  uv_stop(&w->loop);
+}
+
+void wf_run(wf_loop_t *w, uint64_t guard_ms) {
+  uv_timer_start(&w->guard, wf_on_guard, guard_ms, 0);
+  uv_unref((uv_handle_t *)&w->guard);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  uv_timer_stop(&w->guard);
+  assert_false(w->guard_fired);
+}
+
+void wf_finish(wf_loop_t *w) {
+  wf_listen_close(w);
+  uv_close((uv_handle_t *)&w->guard, NULL);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&w->loop), 0);
+}
+
+void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
+            uint8_t keyfill) {
+  wire_conn_cfg_init(cfg);
+  snprintf(cfg->node_id, sizeof(cfg->node_id), "%s", node);
+  snprintf(cfg->zone, sizeof(cfg->zone), "%s", zone);
+  memset(cfg->key, keyfill, sizeof(cfg->key));
+}

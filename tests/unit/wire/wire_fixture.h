@@ -1,0 +1,44 @@
+/* wire_fixture.h - a real uv loop with one TCP listener on 127.0.0.1 (an
+ * ephemeral port) and a guard timer, shared by the wire_conn and
+ * trk_client tests. Main thread only.
+ */
+#ifndef WIRE_FIXTURE_H
+#define WIRE_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "wire_conn.h"
+
+typedef struct wf_loop_s wf_loop_t;
+/* A connection is pending on the listener: accept it (or not). */
+typedef void (*wf_conn_cb)(wf_loop_t *w, uv_stream_t *server);
+
+struct wf_loop_s {
+  uv_loop_t loop;
+  uv_tcp_t lsn;
+  bool lsn_open;
+  uint16_t port;
+  uv_timer_t guard; /* unref'd: never keeps the loop alive */
+  bool guard_fired;
+  wf_conn_cb on_conn;
+  void *arg;
+};
+
+/* Loop + listener on 127.0.0.1:0 (port written to w->port). */
+void wf_init(wf_loop_t *w, wf_conn_cb on_conn, void *arg);
+/* Closes the listener (idempotent); the port stays unused afterwards. */
+void wf_listen_close(wf_loop_t *w);
+/* Runs the loop until no handle is left or guard_ms pass (then the loop is
+ * stopped and guard_fired set: the test fails). */
+void wf_run(wf_loop_t *w, uint64_t guard_ms);
+/* Closes the listener and guard, runs the loop dry and asserts that
+ * uv_loop_close succeeds. */
+void wf_finish(wf_loop_t *w);
+/* A config with node id, zone and a key of 32 bytes of keyfill. */
+void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
+            uint8_t keyfill);
+
+#endif
