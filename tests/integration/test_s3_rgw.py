@@ -4,8 +4,10 @@ Uses WS_TEST_S3_ENDPOINT (+ AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) when
 set; otherwise starts a throwaway radosgw with the reference script for the
 session. The C side is driven through tests/unit/s3/s3_tool (WS_BUILD_ROOT).
 """
+import atexit
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -32,24 +34,59 @@ ODD_KEYS = [
 ]
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_RGW = {}
+
+
 @pytest.fixture(scope="session")
 def s3env():
-    """Endpoint and credentials; starts radosgw when none is given."""
-    started = None
+    """Endpoint and credentials; starts radosgw when none is given. One
+    server per test session even when other modules import this fixture
+    (the started server is kept in a module global, stopped at exit)."""
     ep = os.environ.get("WS_TEST_S3_ENDPOINT")
-    ak = os.environ.get("AWS_ACCESS_KEY_ID", TEST_AK)
-    sk = os.environ.get("AWS_SECRET_ACCESS_KEY", TEST_SK)
-    if not ep:
+    if ep:
+        return {"endpoint": ep,
+                "ak": os.environ.get("AWS_ACCESS_KEY_ID", TEST_AK),
+                "sk": os.environ.get("AWS_SECRET_ACCESS_KEY", TEST_SK)}
+    if not _RGW:
         d = "/tmp/ws-s3test-rgw-%d" % os.getpid()
-        env = dict(os.environ, RGW_PORT="7492", MON_PORT="6797")
-        subprocess.run([RGW_SCRIPT, d], env=env, check=True,
-                       stdout=subprocess.DEVNULL, timeout=300)
-        started = d
-        ep, ak, sk = "http://127.0.0.1:7492", TEST_AK, TEST_SK
-    yield {"endpoint": ep, "ak": ak, "sk": sk}
-    if started:
-        subprocess.run([RGW_SCRIPT, "stop", started], timeout=120)
-        subprocess.run(["rm", "-rf", started])
+        rgw_port, mon_port = free_port(), free_port()
+        env = dict(os.environ, RGW_PORT=str(rgw_port), MON_PORT=str(mon_port))
+        try:
+            subprocess.run([RGW_SCRIPT, d], env=env, check=True,
+                           stdout=subprocess.DEVNULL, timeout=300)
+        except Exception:
+            stop_rgw(d)
+            raise
+        atexit.register(stop_rgw, d)
+        _RGW.update(endpoint="http://127.0.0.1:%d" % rgw_port, ak=TEST_AK,
+                    sk=TEST_SK)
+    return dict(_RGW)
+
+
+def stop_rgw(d):
+    """Stops the daemons we started (by their pid files), harder if the
+    script's polite stop leaves any behind, then removes the directory."""
+    run = os.path.join(d, "run")
+    pids = []
+    for f in os.listdir(run) if os.path.isdir(run) else []:
+        if f.endswith(".pid"):
+            try:
+                pids.append(int(open(os.path.join(run, f)).read().strip()))
+            except (OSError, ValueError):
+                pass
+    subprocess.run([RGW_SCRIPT, "stop", d], timeout=120)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    subprocess.run(["rm", "-rf", d])
 
 
 @pytest.fixture(scope="session")
