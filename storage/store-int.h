@@ -45,6 +45,9 @@ int store_fs_pread_all(int fd, void *buf, size_t len, uint64_t off);
 /* Writes path via path.tmp + rename; durable: fsync file and directory. */
 int store_fs_write_atomic(const char *path, const void *data, size_t len,
                           int durable);
+/* Renames from to to without ever replacing an existing to (a blob may be
+ * mmapped by readers): if to exists, from is dropped instead. */
+int store_fs_link_noreplace(const char *from, const char *to);
 /* Reads a whole file of at most max bytes; *out new, NUL-terminated. */
 int store_fs_read_all(const char *path, size_t max, char **out, size_t *len);
 

@@ -149,6 +149,23 @@ int ws_store_chunk_commit(ws_store_file_t *pf, uint32_t j) WS_MUST_USE;
  * Returns 0 if already complete. */
 int ws_store_file_finish(ws_store_file_t *pf) WS_MUST_USE;
 
+/* ---- importing files a node already has ---------------------------------- */
+/* [worker] Copies src_path (a regular file, never modified) into blobs/ as
+ * the verified blob of f, hashing the whole file and every chunk in the
+ * same pass; the blob appears only if every hash matches (WS_EDIGEST
+ * otherwise, including a size mismatch). A redundant partial for the file
+ * is dropped. No other handle may have this file open for fetching.
+ * Returns 0 at once if the blob exists. */
+int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
+                         uint32_t chunk_size, const char *src_path) WS_MUST_USE;
+/* [worker] Imports every file of m from dir/<name> and publishes the
+ * release (manifest_bytes borrowed; must hash to m->digest). On failure the
+ * release is aborted (nothing published) and errbuf names the file. */
+int ws_store_release_import(ws_store_t *st, const ws_manifest_t *m,
+                            const char *manifest_bytes, size_t len,
+                            const char *dir, char *errbuf,
+                            size_t errlen) WS_MUST_USE;
+
 /* ---- testing ------------------------------------------------------------ */
 
 /* Process-wide hook called at every crash-relevant step with a point name:

@@ -312,20 +312,6 @@ int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
   return ws_store_chunk_commit(pf, j);
 }
 
-/* Moves the verified data file to its blob name without ever replacing an
- * existing blob (readers may have it mmapped). */
-static int blob_link(const char *from, const char *to) {
-  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
-    return 0;
-  if (errno == EEXIST)
-    return unlink(from) == 0 ? 0 : -errno;
-  if (errno != EINVAL && errno != ENOSYS)
-    return -errno;
-  if (link(from, to) != 0 && errno != EEXIST)
-    return -errno;
-  return unlink(from) == 0 ? 0 : -errno;
-}
-
 static int finish_discard(ws_store_file_t *pf) {
   int err;
   pthread_mutex_lock(&pf->mu);
@@ -367,7 +353,7 @@ int ws_store_file_finish(ws_store_file_t *pf) {
   if ((err = store_fs_mkdirs_parent(blob)) != 0)
     return err;
   store_crash_point("finish-before-rename");
-  if ((err = blob_link(dpath, blob)) != 0)
+  if ((err = store_fs_link_noreplace(dpath, blob)) != 0)
     return err;
   store_crash_point("finish-after-rename");
   if ((err = store_fs_fsync_parent(blob)) != 0)

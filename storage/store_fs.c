@@ -233,3 +233,17 @@ cleanup_fd:
   close(fd);
   return err;
 }
+
+/* Moves the verified data file to its blob name without ever replacing an
+ * existing blob (readers may have it mmapped). */
+int store_fs_link_noreplace(const char *from, const char *to) {
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+    return 0;
+  if (errno == EEXIST)
+    return unlink(from) == 0 ? 0 : -errno;
+  if (errno != EINVAL && errno != ENOSYS)
+    return -errno;
+  if (link(from, to) != 0 && errno != EEXIST)
+    return -errno;
+  return unlink(from) == 0 ? 0 : -errno;
+}
