@@ -86,6 +86,24 @@ void trk_lease_end_chunk(trk_swarm_t *s, uint32_t chunk, trk_lease_end_t why) {
   trk_lease_end_slot(s, h, (uint32_t)slot, why);
 }
 
+/* Moves need chunk c to a lease of m (room checked by the caller). */
+static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
+                       uint64_t now_ms) {
+  /* need => avail == 0 => m cannot hold c. */
+  assert(trk_bits_get(s->need, c) && !trk_bits_get(m->have, c) &&
+         s->holder[c] == NULL && m->nleases < TRK_LEASES_PER_PEER_MAX);
+  trk_bits_clear(s->need, c);
+  s->need_count--;
+  s->holder[c] = m;
+  s->leased++;
+  s->n_granted++;
+  if (trk_bits_get(s->ever, c))
+    s->n_refetch++;
+  m->leases[m->nleases].chunk = c;
+  m->leases[m->nleases].expires_ms = now_ms + TRK_LEASE_TTL_MS;
+  m->nleases++;
+}
+
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out) {
   uint32_t n = 0;
@@ -108,18 +126,7 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
       skipped = 1; /* another downloader should try this one */
       continue;
     }
-    /* need => avail == 0 => m cannot hold c. */
-    assert(!trk_bits_get(m->have, c) && s->holder[c] == NULL);
-    trk_bits_clear(s->need, c);
-    s->need_count--;
-    s->holder[c] = m;
-    s->leased++;
-    s->n_granted++;
-    if (trk_bits_get(s->ever, c))
-      s->n_refetch++;
-    m->leases[m->nleases].chunk = c;
-    m->leases[m->nleases].expires_ms = now_ms + TRK_LEASE_TTL_MS;
-    m->nleases++;
+    lease_take(s, m, c, now_ms);
     granted[n++] = c;
   }
   return n;
@@ -127,12 +134,21 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
 
 int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
                     uint64_t now_ms) {
-  (void)s;
   int slot = slot_of(m, chunk);
-  if (slot < 0)
-    return WS_ENOTFOUND;
-  m->leases[slot].expires_ms = now_ms + TRK_LEASE_TTL_MS;
-  return 0;
+  if (slot >= 0) {
+    m->leases[slot].expires_ms = now_ms + TRK_LEASE_TTL_MS;
+    return 0;
+  }
+  /* Not m's lease. If nobody else holds or fetches the chunk (a lease from
+   * before a tracker restart, or one that just expired while bytes were
+   * still arriving), m keeps it: the fetch in flight is the cheapest. */
+  if (chunk < s->total && trk_bits_get(s->need, chunk) &&
+      trk_member_is_downloader(s, m) && m->nleases < TRK_LEASES_PER_PEER_MAX &&
+      s->leased < TRK_ORIGIN_INFLIGHT_MAX) {
+    lease_take(s, m, chunk, now_ms);
+    return 0;
+  }
+  return WS_ENOTFOUND;
 }
 
 int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,

@@ -149,8 +149,11 @@ uint32_t trk_lease_cap(const trk_swarm_t *s);
  * and want == 0 get none. */
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out);
-/* Extends m's lease on chunk to now + TRK_LEASE_TTL_MS; WS_ENOTFOUND if m
- * does not hold it (expired, revoked, never granted). */
+/* Extends m's lease on chunk to now + TRK_LEASE_TTL_MS. A chunk m does not
+ * lease but that is in the need set (nobody holds or fetches it: a lease
+ * granted before a tracker restart, or one that expired moments ago) is
+ * adopted as m's lease if m has room (TRK_LEASES_PER_PEER_MAX). Otherwise
+ * WS_ENOTFOUND: someone else has or fetches it, m should stop. */
 int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
                     uint64_t now_ms) WS_MUST_USE;
 /* m gives the lease back (fetch failed or cancelled); the chunk becomes

@@ -173,6 +173,34 @@ static void test_expiry_and_regrant(void **state) {
   fx_free(&fx);
 }
 
+static void test_renew_adopts_unleased_chunk(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL], b[ALL];
+  fx_init(&fx, 2, 16, NULL);
+  assert_int_equal(grant(&fx, 0, 0, a), 8);
+  assert_int_equal(trk_lease_expire(fx.s, TRK_LEASE_TTL_MS), 8);
+  /* A's fetch of 3 was slow but alive: its late renew takes it back. */
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 3, TRK_LEASE_TTL_MS + 1), 0);
+  assert_ptr_equal(trk_swarm_lease_holder(fx.s, 3), fx.m[0]);
+  fx_check(fx.s);
+  uint32_t n = grant(&fx, 1, TRK_LEASE_TTL_MS + 1, b);
+  assert_int_equal(n, 8);
+  for (uint32_t k = 0; k < n; k++)
+    assert_int_not_equal(b[k], 3);
+  /* Leased or held by someone else, or out of range: refused. */
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[1], 3, 1), WS_ENOTFOUND);
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], 9), 0);
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 9, 1), WS_ENOTFOUND);
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 16, 1), WS_ENOTFOUND);
+  /* A seed never adopts. */
+  assert_int_equal(trk_lease_release(fx.s, fx.m[0], 3, 2), 0);
+  trk_swarm_set_role(fx.s, fx.m[0], TRK_ROLE_SEED);
+  assert_int_equal(trk_lease_renew(fx.s, fx.m[0], 3, 2), WS_ENOTFOUND);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
 static void test_release_and_holder_leave(void **state) {
   (void)state;
   fx_t fx;
@@ -317,10 +345,17 @@ static void test_exclusivity_random_ops(void **state) {
       assert_int_equal(trk_swarm_add_have(fx.s, m, c), 0);
       break;
     case 4:
-      if (m->nleases > 0)
+      if (c % 2 == 0 && m->nleases > 0) {
         assert_int_equal(
             trk_lease_release(fx.s, m, m->leases[c % m->nleases].chunk, now),
             0);
+      } else {
+        /* Renew any chunk: own lease, adoption, or refusal. */
+        int rc = trk_lease_renew(fx.s, m, c, now);
+        assert_true(rc == 0 || rc == WS_ENOTFOUND);
+        if (rc == 0)
+          assert_ptr_equal(trk_swarm_lease_holder(fx.s, c), m);
+      }
       break;
     case 5:
       trk_lease_expire(fx.s, now);
@@ -480,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_no_lease_for_held_chunks),
       cmocka_unit_test(test_done_chunks_never_released_again),
       cmocka_unit_test(test_expiry_and_regrant),
+      cmocka_unit_test(test_renew_adopts_unleased_chunk),
       cmocka_unit_test(test_release_and_holder_leave),
       cmocka_unit_test(test_released_chunk_goes_elsewhere),
       cmocka_unit_test(test_revoke_when_other_delivers),
