@@ -18,26 +18,38 @@ static void wf_on_conn(uv_stream_t *s, int status) {
   w->on_conn(w, s);
 }
 
-void wf_init(wf_loop_t *w, wf_conn_cb on_conn, void *arg) {
+static void wf_listen(wf_loop_t *w, uint16_t port) {
   struct sockaddr_in a;
   struct sockaddr_storage ss;
   int len = sizeof(ss);
 
+  assert_int_equal(uv_tcp_init(&w->loop, &w->lsn), 0);
+  w->lsn.data = w;
+  w->lsn_open = true;
+  assert_int_equal(uv_ip4_addr("127.0.0.1", port, &a), 0);
+  assert_int_equal(uv_tcp_bind(&w->lsn, (struct sockaddr *)&a, 0), 0);
+  assert_int_equal(uv_listen((uv_stream_t *)&w->lsn, 16, wf_on_conn), 0);
+  assert_int_equal(uv_tcp_getsockname(&w->lsn, (struct sockaddr *)&ss, &len),
+                   0);
+  w->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+void wf_init(wf_loop_t *w, wf_conn_cb on_conn, void *arg) {
   memset(w, 0, sizeof(*w));
   w->on_conn = on_conn;
   w->arg = arg;
   assert_int_equal(uv_loop_init(&w->loop), 0);
   assert_int_equal(uv_timer_init(&w->loop, &w->guard), 0);
   w->guard.data = w;
-  assert_int_equal(uv_tcp_init(&w->loop, &w->lsn), 0);
-  w->lsn.data = w;
-  w->lsn_open = true;
-  assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
-  assert_int_equal(uv_tcp_bind(&w->lsn, (struct sockaddr *)&a, 0), 0);
-  assert_int_equal(uv_listen((uv_stream_t *)&w->lsn, 16, wf_on_conn), 0);
-  assert_int_equal(uv_tcp_getsockname(&w->lsn, (struct sockaddr *)&ss, &len),
-                   0);
-  w->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  wf_listen(w, 0);
+}
+
+void wf_relisten(wf_loop_t *w) {
+  uint16_t port = w->port;
+
+  assert_false(w->lsn_open);
+  wf_listen(w, port);
+  assert_int_equal(w->port, port);
 }
 
 void wf_listen_close(wf_loop_t *w) {

@@ -31,6 +31,9 @@ struct wf_loop_s {
 void wf_init(wf_loop_t *w, wf_conn_cb on_conn, void *arg);
 /* Closes the listener (idempotent); the port stays unused afterwards. */
 void wf_listen_close(wf_loop_t *w);
+/* Listens again on the same port after wf_listen_close (whose close must
+ * have completed: call from a later loop iteration). */
+void wf_relisten(wf_loop_t *w);
 /* Runs the loop until no handle is left or guard_ms pass (then the loop is
  * stopped and guard_fired set: the test fails). */
 void wf_run(wf_loop_t *w, uint64_t guard_ms);

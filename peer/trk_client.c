@@ -1,0 +1,634 @@
+/* trk_client.c - p2pd's tracker client (see trk_client.h). Loop thread only.
+ *
+ * Owns: the uv_timer_t (reconnect backoff while down, announce schedule
+ * while up), the wire_conn to the tracker (at most one), and a table of
+ * tracked releases, each with its own copy of the have-bitfield, the delta
+ * of chunks gained since its last announce, its uri and its schedule. The
+ * struct is freed only after trk_client_close, once the timer's close
+ * callback and the connection's on_close have both run.
+ *
+ *   CONNECTING --on_ready--> READY --link lost--> BACKOFF --timer--> CONNECTING
+ *       \--connect/handshake failed--> BACKOFF
+ *   any state --trk_client_close--> CLOSING --timer + conn closed--> freed
+ *
+ * Announce rules: each release is announced in full (bitfield) as the first
+ * announce on every connection and after trk_client_track; later announces
+ * carry the delta list (or the full bitfield again if the delta outgrew
+ * WS_MAX_CHUNK_LIST). A release is due when its interval (from the
+ * tracker's last reply for it) has passed, or at once after track/done. A
+ * send refused by a full queue leaves the release due; on_drain retries.
+ * Reconnect delay: uniformly random in [d/2, d], d doubling from
+ * backoff_min_ms to backoff_max_ms, reset by a completed handshake, so a
+ * restarted tracker is not hit by every node at the same instant.
+ */
+#include "trk_client.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "ws_log.h"
+
+typedef enum {
+  TC_CONNECTING,
+  TC_READY,
+  TC_BACKOFF,
+  TC_CLOSING,
+  TC_STATE_LAST
+} tc_state_t;
+
+static const char *const k_state_name[TC_STATE_LAST] = {"connecting", "ready",
+                                                        "backoff", "closing"};
+
+/* Bit t of k_legal[s] allows s -> t. */
+static const unsigned k_legal[TC_STATE_LAST] = {
+    [TC_CONNECTING] = 1u << TC_READY | 1u << TC_BACKOFF | 1u << TC_CLOSING,
+    [TC_READY] = 1u << TC_BACKOFF | 1u << TC_CLOSING,
+    [TC_BACKOFF] = 1u << TC_CONNECTING | 1u << TC_CLOSING,
+    [TC_CLOSING] = 0,
+};
+
+typedef struct {
+  uint8_t digest[WS_PROTO_DIGEST_LEN];
+  uint32_t total;
+  ws_bitfield_t have; /* nbits == total when total > 0 */
+  uint32_t *delta;    /* chunks gained since the last announce */
+  uint32_t n_delta, cap_delta;
+  bool full;    /* next announce carries the whole bitfield */
+  bool due_now; /* announce at the next flush */
+  char *uri;    /* owned or NULL */
+  uint8_t role; /* ws_swarm_role_t */
+  bool want;
+  uint8_t event; /* ws_ann_event_t of the next announce */
+  uint32_t interval_ms;
+  uint64_t next_ms;
+} tc_rel_t;
+
+struct trk_client_s {
+  uv_loop_t *loop;   /* borrowed */
+  uv_timer_t timer;  /* data = this client */
+  bool timer_closed; /* its close callback ran */
+  wire_conn_t *conn; /* owned link, NULL while down */
+  tc_state_t state;
+  trk_client_cfg_t cfg;
+  trk_client_cbs_t cbs;
+  tc_rel_t *rels[TRK_CLIENT_RELEASES_MAX];
+  uint32_t nrels;
+  trk_client_stats_t st;
+};
+
+static void tc_connect(trk_client_t *tc);
+static void tc_flush(trk_client_t *tc);
+
+static void tc_set_state(trk_client_t *tc, tc_state_t next) {
+  assert(k_legal[tc->state] & (1u << next));
+  WS_LOGD("trk_client tracker=%s:%u: %s -> %s", tc->cfg.host,
+          (unsigned)tc->cfg.port, k_state_name[tc->state], k_state_name[next]);
+  tc->state = next;
+}
+
+/* ---- config ------------------------------------------------------------ */
+
+void trk_client_cfg_init(trk_client_cfg_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->backoff_min_ms = TRK_CLIENT_BACKOFF_MIN_MS;
+  cfg->backoff_max_ms = TRK_CLIENT_BACKOFF_MAX_MS;
+  cfg->interval_ms = TRK_CLIENT_INTERVAL_MS;
+  wire_conn_cfg_init(&cfg->wire);
+}
+
+int trk_client_cfg_addr(trk_client_cfg_t *cfg, const char *hostport) {
+  const char *colon, *host = hostport, *host_end;
+  unsigned long port;
+  char *end;
+  size_t n;
+
+  if (hostport == NULL)
+    return WS_EUSAGE;
+  if (hostport[0] == '[') {
+    host = hostport + 1;
+    host_end = strchr(host, ']');
+    if (host_end == NULL || host_end[1] != ':')
+      return WS_EUSAGE;
+    colon = host_end + 1;
+  } else {
+    colon = strrchr(hostport, ':');
+    if (colon == NULL || strchr(hostport, ':') != colon)
+      return WS_EUSAGE;
+    host_end = colon;
+  }
+  n = (size_t)(host_end - host);
+  if (n == 0 || n > WS_HOST_MAX)
+    return WS_EUSAGE;
+  errno = 0;
+  port = strtoul(colon + 1, &end, 10);
+  if (errno != 0 || end == colon + 1 || *end != '\0' || port == 0 ||
+      port > 65535)
+    return WS_EUSAGE;
+  memcpy(cfg->host, host, n);
+  cfg->host[n] = '\0';
+  cfg->port = (uint16_t)port;
+  return 0;
+}
+
+/* ---- release table ------------------------------------------------------ */
+
+static tc_rel_t *tc_rel_find(const trk_client_t *tc, const uint8_t *digest,
+                             uint32_t *idx) {
+  uint32_t i;
+
+  for (i = 0; i < tc->nrels; i++) {
+    if (memcmp(tc->rels[i]->digest, digest, WS_PROTO_DIGEST_LEN) == 0) {
+      if (idx != NULL)
+        *idx = i;
+      return tc->rels[i];
+    }
+  }
+  return NULL;
+}
+
+static void tc_rel_free(tc_rel_t *r) {
+  if (r == NULL)
+    return;
+  ws_bitfield_free(&r->have);
+  free(r->delta);
+  free(r->uri);
+  free(r);
+}
+
+static void tc_rel_remove(trk_client_t *tc, uint32_t idx) {
+  tc_rel_free(tc->rels[idx]);
+  tc->rels[idx] = tc->rels[--tc->nrels];
+}
+
+/* Records chunk in the delta; past WS_MAX_CHUNK_LIST the next announce is
+ * a full one instead. */
+static int tc_rel_delta_add(tc_rel_t *r, uint32_t chunk) {
+  uint32_t *nd;
+  uint32_t ncap;
+
+  if (r->full)
+    return 0; /* the full bitfield will carry it */
+  if (r->n_delta >= WS_MAX_CHUNK_LIST) {
+    r->full = true;
+    r->n_delta = 0;
+    return 0;
+  }
+  if (r->n_delta == r->cap_delta) {
+    ncap = r->cap_delta == 0 ? 64 : r->cap_delta * 2;
+    if (ncap > WS_MAX_CHUNK_LIST)
+      ncap = WS_MAX_CHUNK_LIST;
+    nd = realloc(r->delta, ncap * sizeof(*nd));
+    if (nd == NULL)
+      return -ENOMEM;
+    r->delta = nd;
+    r->cap_delta = ncap;
+  }
+  r->delta[r->n_delta++] = chunk;
+  return 0;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static int tc_send_announce(trk_client_t *tc, tc_rel_t *r) {
+  ws_announce_t *a;
+  ws_msg_t m;
+  int rc;
+
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_ANNOUNCE;
+  a = &m.u.announce;
+  memcpy(a->digest, r->digest, WS_PROTO_DIGEST_LEN);
+  a->total_chunks = r->total;
+  a->event = r->event;
+  a->role = r->role;
+  a->want = r->want;
+  a->port = tc->cfg.listen_port;
+  memcpy(a->zone, tc->cfg.zone, sizeof(a->zone));
+  a->uri = r->uri;
+  if (r->total > 0 && r->full) {
+    a->have_bits = r->have.bits;
+  } else if (r->total > 0 && r->n_delta > 0) {
+    a->have_list = r->delta;
+    a->n_have_list = r->n_delta;
+  }
+  rc = wire_conn_send(tc->conn, &m);
+  if (rc < 0)
+    return rc;
+  tc->st.announces++;
+  r->full = false;
+  r->n_delta = 0;
+  r->due_now = false;
+  r->event = WS_ANN_UPDATE;
+  r->next_ms = uv_now(tc->loop) + r->interval_ms;
+  return 0;
+}
+
+static void tc_on_timer(uv_timer_t *t);
+
+/* READY: arm the timer for the earliest release due. */
+static void tc_schedule(trk_client_t *tc) {
+  uint64_t now = uv_now(tc->loop), first = UINT64_MAX;
+  uint32_t i;
+
+  if (tc->state != TC_READY)
+    return;
+  for (i = 0; i < tc->nrels; i++) {
+    uint64_t when = tc->rels[i]->due_now ? now : tc->rels[i]->next_ms;
+    if (when < first)
+      first = when;
+  }
+  if (first == UINT64_MAX) {
+    uv_timer_stop(&tc->timer);
+    return;
+  }
+  uv_timer_start(&tc->timer, tc_on_timer, first > now ? first - now : 0, 0);
+}
+
+/* Announces every release that is due, until the queue is full. */
+static void tc_flush(trk_client_t *tc) {
+  uint64_t now = uv_now(tc->loop);
+  uint32_t i;
+  int rc;
+
+  if (tc->state != TC_READY)
+    return;
+  for (i = 0; i < tc->nrels; i++) {
+    tc_rel_t *r = tc->rels[i];
+
+    if (!r->due_now && r->next_ms > now)
+      continue;
+    rc = tc_send_announce(tc, r);
+    if (rc == WS_ELIMIT) {
+      r->due_now = true;
+      return; /* on_drain flushes again */
+    }
+    if (rc < 0) {
+      WS_LOGW("trk_client tracker=%s:%u: announce: %s", tc->cfg.host,
+              (unsigned)tc->cfg.port, ws_strerror(rc));
+      r->next_ms = now + r->interval_ms; /* do not spin on a bad entry */
+      r->due_now = false;
+    }
+    if (tc->state != TC_READY)
+      return;
+  }
+  tc_schedule(tc);
+}
+
+/* ---- link --------------------------------------------------------------- */
+
+static void tc_backoff(trk_client_t *tc) {
+  uint32_t d = tc->st.backoff_ms, wait;
+
+  tc_set_state(tc, TC_BACKOFF);
+  wait = d / 2 + randombytes_uniform(d / 2 + 1);
+  uv_timer_start(&tc->timer, tc_on_timer, wait, 0);
+  tc->st.backoff_ms =
+      d >= tc->cfg.backoff_max_ms / 2 ? tc->cfg.backoff_max_ms : d * 2;
+}
+
+static void tc_maybe_free(trk_client_t *tc) {
+  uint32_t i;
+
+  if (tc->state != TC_CLOSING || tc->conn != NULL || !tc->timer_closed)
+    return;
+  for (i = 0; i < tc->nrels; i++)
+    tc_rel_free(tc->rels[i]);
+  sodium_memzero(tc->cfg.key, sizeof(tc->cfg.key));
+  sodium_memzero(tc->cfg.wire.key, sizeof(tc->cfg.wire.key));
+  free(tc);
+}
+
+static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
+  trk_client_t *tc = wire_conn_user(c);
+  uint32_t i;
+
+  if (peer->role != WS_ROLE_TRACKER) {
+    WS_LOGW("trk_client tracker=%s:%u: node %s is not a tracker", tc->cfg.host,
+            (unsigned)tc->cfg.port, peer->node_id);
+    wire_conn_close(c, WS_EPROTO);
+    return;
+  }
+  tc_set_state(tc, TC_READY);
+  tc->st.links++;
+  tc->st.up = true;
+  tc->st.backoff_ms = tc->cfg.backoff_min_ms;
+  /* A new connection may be a restarted tracker: tell it everything. */
+  for (i = 0; i < tc->nrels; i++) {
+    tc_rel_t *r = tc->rels[i];
+
+    r->full = true;
+    r->n_delta = 0;
+    r->due_now = true;
+    if (r->event == WS_ANN_UPDATE)
+      r->event = WS_ANN_STARTED;
+  }
+  if (tc->cbs.on_link != NULL)
+    tc->cbs.on_link(tc->cbs.arg, true, 0);
+  tc_flush(tc);
+}
+
+static void tc_on_reply(trk_client_t *tc, const ws_announce_reply_t *rep) {
+  tc_rel_t *r = tc_rel_find(tc, rep->digest, NULL);
+  uint32_t i;
+
+  tc->st.replies++;
+  if (r != NULL && rep->interval_ms > 0) {
+    uint32_t iv = rep->interval_ms;
+
+    if (iv < TRK_CLIENT_INTERVAL_MIN_MS)
+      iv = TRK_CLIENT_INTERVAL_MIN_MS;
+    if (iv > TRK_CLIENT_INTERVAL_MAX_MS)
+      iv = TRK_CLIENT_INTERVAL_MAX_MS;
+    r->interval_ms = iv;
+    r->next_ms = uv_now(tc->loop) + iv;
+    tc_schedule(tc);
+  }
+  /* Peers and leases only for releases still tracked; a reply can cross an
+   * untrack on the wire. Each callback may close the client. */
+  if (r != NULL && tc->cbs.on_peers != NULL)
+    tc->cbs.on_peers(tc->cbs.arg, rep->digest, rep->peers, rep->n_peers);
+  for (i = 0; i < rep->n_leases && tc->state == TC_READY; i++) {
+    const ws_lease_t *l = &rep->leases[i];
+
+    if (tc->cbs.on_leases != NULL && tc_rel_find(tc, l->digest, NULL) != NULL)
+      tc->cbs.on_leases(tc->cbs.arg, l->digest, l->chunks, l->n_chunks,
+                        l->ttl_ms);
+  }
+  for (i = 0; i < rep->n_wanted && tc->state == TC_READY; i++)
+    if (tc->cbs.on_wanted != NULL)
+      tc->cbs.on_wanted(tc->cbs.arg, rep->wanted[i].digest, rep->wanted[i].uri);
+}
+
+static void tc_on_frame(wire_conn_t *c, const ws_msg_t *m) {
+  trk_client_t *tc = wire_conn_user(c);
+
+  if (tc->state != TC_READY)
+    return;
+  if (m->type == WS_MSG_ANNOUNCE_REPLY)
+    tc_on_reply(tc, &m->u.announce_reply);
+  else if (m->type == WS_MSG_ERROR)
+    WS_LOGW("trk_client tracker=%s:%u: tracker error %s: %s", tc->cfg.host,
+            (unsigned)tc->cfg.port, ws_errname(m->u.error.code),
+            m->u.error.msg);
+}
+
+static void tc_on_drain(wire_conn_t *c) {
+  tc_flush(wire_conn_user(c));
+}
+
+static void tc_on_close(wire_conn_t *c, int status) {
+  trk_client_t *tc = wire_conn_user(c);
+  bool was_up = tc->state == TC_READY;
+
+  tc->conn = NULL;
+  tc->st.up = false;
+  if (tc->state == TC_CLOSING) {
+    tc_maybe_free(tc);
+    return;
+  }
+  WS_LOGI("trk_client tracker=%s:%u: link %s: %s", tc->cfg.host,
+          (unsigned)tc->cfg.port, was_up ? "lost" : "failed",
+          ws_strerror(status));
+  tc_backoff(tc);
+  if (was_up && tc->cbs.on_link != NULL)
+    tc->cbs.on_link(tc->cbs.arg, false, status);
+}
+
+static const wire_conn_cbs_t k_tc_cbs = {
+    .on_ready = tc_on_ready,
+    .on_frame = tc_on_frame,
+    .on_payload = NULL, /* the tracker sends no payloads */
+    .on_drain = tc_on_drain,
+    .on_close = tc_on_close,
+};
+
+static void tc_connect(trk_client_t *tc) {
+  int rc;
+
+  if (tc->state != TC_CONNECTING)
+    tc_set_state(tc, TC_CONNECTING);
+  tc->st.connects++;
+  rc = wire_conn_connect(tc->loop, tc->cfg.host, tc->cfg.port, &tc->cfg.wire,
+                         &k_tc_cbs, tc, &tc->conn);
+  if (rc < 0) {
+    tc->conn = NULL;
+    WS_LOGI("trk_client tracker=%s:%u: connect: %s", tc->cfg.host,
+            (unsigned)tc->cfg.port, ws_strerror(rc));
+    tc_backoff(tc);
+  }
+}
+
+static void tc_on_timer(uv_timer_t *t) {
+  trk_client_t *tc = t->data;
+
+  if (tc->state == TC_BACKOFF)
+    tc_connect(tc);
+  else if (tc->state == TC_READY)
+    tc_flush(tc);
+}
+
+static void tc_on_timer_closed(uv_handle_t *h) {
+  trk_client_t *tc = h->data;
+
+  tc->timer_closed = true;
+  tc_maybe_free(tc);
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+int trk_client_new(uv_loop_t *loop, const trk_client_cfg_t *cfg,
+                   const trk_client_cbs_t *cbs, trk_client_t **out) {
+  trk_client_t *tc;
+
+  if (loop == NULL || cfg == NULL || cbs == NULL || cfg->port == 0 ||
+      cfg->host[0] == '\0' || cfg->node_id[0] == '\0' ||
+      cfg->backoff_min_ms == 0 || cfg->backoff_max_ms < cfg->backoff_min_ms ||
+      cfg->interval_ms == 0)
+    return WS_EUSAGE;
+  tc = calloc(1, sizeof(*tc));
+  if (tc == NULL)
+    return -ENOMEM;
+  tc->loop = loop;
+  tc->cfg = *cfg;
+  tc->cbs = *cbs;
+  memcpy(tc->cfg.wire.key, cfg->key, sizeof(cfg->key));
+  memcpy(tc->cfg.wire.node_id, cfg->node_id, sizeof(cfg->node_id));
+  memcpy(tc->cfg.wire.zone, cfg->zone, sizeof(cfg->zone));
+  tc->cfg.wire.listen_port = cfg->listen_port;
+  tc->cfg.wire.role = WS_ROLE_PEER;
+  tc->cfg.wire.max_payload = 0; /* a tracker never sends payloads */
+  /* The link is quiet between announces (up to TRK_CLIENT_INTERVAL_MAX_MS):
+   * the tracker's idle timeout and TCP keepalive find dead links instead. */
+  tc->cfg.wire.idle_timeout_ms = 0;
+  tc->st.backoff_ms = cfg->backoff_min_ms;
+  uv_timer_init(loop, &tc->timer);
+  tc->timer.data = tc;
+  tc->state = TC_CONNECTING;
+  tc_connect(tc);
+  *out = tc;
+  return 0;
+}
+
+int trk_client_track(trk_client_t *tc, const uint8_t digest[32],
+                     uint32_t total_chunks, const ws_bitfield_t *have,
+                     const char *uri, ws_swarm_role_t role) {
+  tc_rel_t *r, *old;
+  uint32_t idx = 0;
+  int rc = -ENOMEM;
+
+  if (total_chunks > WS_MAX_TOTAL_CHUNKS || role >= WS_SWARM_LAST ||
+      (have != NULL && have->nbits != total_chunks) ||
+      (uri != NULL && strlen(uri) > WS_URI_MAX) || tc->state == TC_CLOSING)
+    return WS_EUSAGE;
+  old = tc_rel_find(tc, digest, &idx);
+  if (old == NULL && tc->nrels == TRK_CLIENT_RELEASES_MAX)
+    return WS_ELIMIT;
+  r = calloc(1, sizeof(*r));
+  if (r == NULL)
+    return -ENOMEM;
+  memcpy(r->digest, digest, WS_PROTO_DIGEST_LEN);
+  r->total = total_chunks;
+  if (total_chunks > 0) {
+    rc = have != NULL
+             ? ws_bitfield_from_bytes(&r->have, total_chunks, have->bits,
+                                      ws_bitfield_nbytes(have->nbits))
+             : ws_bitfield_init(&r->have, total_chunks);
+    if (rc < 0)
+      goto fail;
+  }
+  if (uri != NULL && (r->uri = strdup(uri)) == NULL) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  r->role = (uint8_t)role;
+  r->want = role != WS_SWARM_SEED;
+  r->event = WS_ANN_STARTED;
+  r->full = true;
+  r->due_now = true;
+  r->interval_ms = old != NULL ? old->interval_ms : tc->cfg.interval_ms;
+  if (old != NULL) {
+    tc_rel_free(old);
+    tc->rels[idx] = r;
+  } else {
+    tc->rels[tc->nrels++] = r;
+  }
+  tc_flush(tc);
+  return 0;
+
+fail:
+  tc_rel_free(r);
+  return rc;
+}
+
+int trk_client_have(trk_client_t *tc, const uint8_t digest[32],
+                    uint32_t chunk) {
+  tc_rel_t *r = tc_rel_find(tc, digest, NULL);
+  ws_msg_t m;
+  int rc;
+
+  if (r == NULL)
+    return WS_ENOTFOUND;
+  if (chunk >= r->total)
+    return WS_EUSAGE;
+  if (ws_bitfield_test(&r->have, chunk))
+    return 0;
+  ws_bitfield_set(&r->have, chunk);
+  rc = tc_rel_delta_add(r, chunk);
+  if (rc < 0)
+    r->full = true; /* out of memory for the delta: resend everything */
+  /* Tell the tracker now if it knows this release on this link (a pending
+   * full announce carries the bit anyway). A refused HAVE is covered by the
+   * delta of the next announce. */
+  if (tc->state == TC_READY && !r->full) {
+    memset(&m, 0, sizeof(m));
+    m.type = WS_MSG_HAVE;
+    memcpy(m.u.have.digest, digest, WS_PROTO_DIGEST_LEN);
+    m.u.have.chunk = chunk;
+    if (wire_conn_send(tc->conn, &m) == 0)
+      tc->st.haves++;
+  }
+  return 0;
+}
+
+int trk_client_done(trk_client_t *tc, const uint8_t digest[32]) {
+  tc_rel_t *r = tc_rel_find(tc, digest, NULL);
+
+  if (r == NULL)
+    return WS_ENOTFOUND;
+  r->role = WS_SWARM_SEED;
+  r->want = false;
+  r->event = WS_ANN_COMPLETED;
+  r->due_now = true;
+  tc_flush(tc);
+  return 0;
+}
+
+int trk_client_untrack(trk_client_t *tc, const uint8_t digest[32]) {
+  uint32_t idx;
+  tc_rel_t *r = tc_rel_find(tc, digest, &idx);
+
+  if (r == NULL)
+    return WS_ENOTFOUND;
+  if (tc->state == TC_READY) {
+    r->event = WS_ANN_STOPPED;
+    r->want = false;
+    if (tc_send_announce(tc, r) < 0)
+      WS_LOGI("trk_client tracker=%s:%u: stop announce not sent", tc->cfg.host,
+              (unsigned)tc->cfg.port);
+  }
+  tc_rel_remove(tc, idx);
+  tc_schedule(tc);
+  return 0;
+}
+
+static int tc_send_lease(trk_client_t *tc, uint8_t type,
+                         const uint8_t digest[32], const uint32_t *chunks,
+                         uint32_t n, const uint32_t *done, uint32_t n_done) {
+  ws_msg_t m;
+
+  if (n > WS_MAX_CHUNK_LIST || n_done > WS_MAX_CHUNK_LIST ||
+      (n > 0 && chunks == NULL) || (n_done > 0 && done == NULL))
+    return WS_EUSAGE;
+  if (tc->state != TC_READY)
+    return -ENOTCONN;
+  memset(&m, 0, sizeof(m));
+  m.type = type;
+  memcpy(m.u.lease.digest, digest, WS_PROTO_DIGEST_LEN);
+  /* The encoder only reads the lists. */
+  m.u.lease.chunks = (uint32_t *)(uintptr_t)chunks;
+  m.u.lease.n_chunks = n;
+  m.u.lease.done = (uint32_t *)(uintptr_t)done;
+  m.u.lease.n_done = n_done;
+  return wire_conn_send(tc->conn, &m);
+}
+
+int trk_client_lease_renew(trk_client_t *tc, const uint8_t digest[32],
+                           const uint32_t *chunks, uint32_t n,
+                           const uint32_t *done, uint32_t n_done) {
+  return tc_send_lease(tc, WS_MSG_LEASE_RENEW, digest, chunks, n, done, n_done);
+}
+
+int trk_client_lease_release(trk_client_t *tc, const uint8_t digest[32],
+                             const uint32_t *chunks, uint32_t n,
+                             const uint32_t *done, uint32_t n_done) {
+  return tc_send_lease(tc, WS_MSG_LEASE_RELEASE, digest, chunks, n, done,
+                       n_done);
+}
+
+void trk_client_stats(const trk_client_t *tc, trk_client_stats_t *out) {
+  *out = tc->st;
+}
+
+void trk_client_close(trk_client_t *tc) {
+  if (tc == NULL || tc->state == TC_CLOSING)
+    return;
+  tc_set_state(tc, TC_CLOSING);
+  uv_close((uv_handle_t *)&tc->timer, tc_on_timer_closed);
+  if (tc->conn != NULL)
+    wire_conn_goodbye(tc->conn, WS_BYE_SHUTDOWN);
+}

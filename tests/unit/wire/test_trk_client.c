@@ -1,0 +1,472 @@
+/* test_trk_client.c - trk_client against a fake tracker built from
+ * wire_conn in this process (one uv loop, 127.0.0.1, ephemeral port). The
+ * fake tracker records every frame it gets and answers ANNOUNCE with a reply
+ * carrying peers, a lease and a wanted release; the scripted steps drive the
+ * client's API from the callbacks. Asserts run after the loop stops; every
+ * test ends with uv_loop_close == 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trk_client.h"
+#include "wire_fixture.h"
+
+#define MAX_ANN 8
+
+typedef struct {
+  uint8_t event, role;
+  bool want;
+  uint32_t total;
+  uint16_t port;
+  char zone[WS_ZONE_MAX + 1];
+  char uri[64];
+  bool has_bits;
+  uint8_t bits[4];
+  uint32_t n_list;
+  uint32_t list[4];
+  unsigned conn_no; /* which fake-tracker connection it came on */
+} ann_rec_t;
+
+typedef struct {
+  wf_loop_t w;
+  wire_conn_cfg_t tcfg;
+  wire_conn_t *srv;
+  unsigned conns, srv_closed;
+  int srv_status;
+  int mode; /* 1: announce flow, 2: reconnect */
+  trk_client_t *tc;
+  trk_client_cfg_t ccfg;
+  uint8_t dig_a[32], dig_b[32];
+  /* fake tracker saw */
+  unsigned nann;
+  ann_rec_t ann[MAX_ANN];
+  unsigned nhave;
+  uint32_t have_chunk;
+  unsigned nrel;
+  uint32_t rel_chunk;
+  unsigned nbye;
+  /* client callbacks saw */
+  unsigned npeers_cb;
+  uint32_t n_peers;
+  char peer1_host[WS_HOST_MAX + 1];
+  unsigned nleases_cb;
+  uint32_t lease_chunks[2];
+  uint32_t lease_ttl;
+  unsigned nwanted_cb;
+  bool wanted_ok;
+  unsigned links_up, links_down;
+  uv_timer_t t;
+  bool t_open;
+  unsigned t_step;
+  bool done;
+} tf_t;
+
+/* ---- fake tracker ---------------------------------------------------------
+ */
+
+static void tf_reply(tf_t *tf, const ws_announce_t *a) {
+  ws_peer_info_t peers[2];
+  uint32_t lease_chunks[2] = {7, 8};
+  ws_lease_t lease;
+  ws_wanted_t wanted;
+  ws_msg_t r;
+
+  memset(&r, 0, sizeof(r));
+  memset(peers, 0, sizeof(peers));
+  memset(&lease, 0, sizeof(lease));
+  memset(&wanted, 0, sizeof(wanted));
+  r.type = WS_MSG_ANNOUNCE_REPLY;
+  memcpy(r.u.announce_reply.digest, a->digest, 32);
+  r.u.announce_reply.interval_ms = 150;
+  memcpy(peers[0].node_id, "n1", 3);
+  memcpy(peers[0].host, "10.1.0.1", 9);
+  peers[0].port = 7001;
+  memcpy(peers[1].node_id, "n2", 3);
+  memcpy(peers[1].host, "10.1.0.2", 9);
+  peers[1].port = 7002;
+  r.u.announce_reply.peers = peers;
+  r.u.announce_reply.n_peers = 2;
+  memcpy(lease.digest, a->digest, 32);
+  lease.chunks = lease_chunks;
+  lease.n_chunks = 2;
+  lease.ttl_ms = 9000;
+  r.u.announce_reply.leases = &lease;
+  r.u.announce_reply.n_leases = a->event == WS_ANN_STARTED ? 1 : 0;
+  memcpy(wanted.digest, tf->dig_b, 32);
+  wanted.uri = "s3://bucket/m/sha256-b/manifest.json";
+  r.u.announce_reply.wanted = &wanted;
+  r.u.announce_reply.n_wanted = 1;
+  assert_int_equal(wire_conn_send(tf->srv, &r), 0);
+}
+
+static void tf_record(tf_t *tf, const ws_announce_t *a) {
+  ann_rec_t *rec;
+  uint32_t i;
+
+  assert_true(tf->nann < MAX_ANN);
+  rec = &tf->ann[tf->nann++];
+  rec->event = a->event;
+  rec->role = a->role;
+  rec->want = a->want;
+  rec->total = a->total_chunks;
+  rec->port = a->port;
+  memcpy(rec->zone, a->zone, sizeof(rec->zone));
+  if (a->uri != NULL)
+    memcpy(rec->uri, a->uri, strnlen(a->uri, sizeof(rec->uri) - 1));
+  rec->has_bits = a->have_bits != NULL;
+  if (rec->has_bits)
+    memcpy(rec->bits, a->have_bits, ws_bitfield_nbytes(a->total_chunks));
+  rec->n_list = a->n_have_list;
+  for (i = 0; i < a->n_have_list && i < 4; i++)
+    rec->list[i] = a->have_list[i];
+  rec->conn_no = tf->conns;
+}
+
+static void tf_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
+  (void)c;
+  (void)peer;
+}
+
+/* Mode 1 script: ann#1 (started) -> reply; the client's on_leases marks
+ * chunk 7 held (HAVE); ann#2 (update, delta [7]) -> reply; the client's
+ * on_peers for it releases lease chunk 8 and calls done; ann#3 (completed)
+ * -> the client is closed (reply 3 is never delivered). */
+static void tf_mode1(tf_t *tf) {
+  if (tf->nann == 3) {
+    trk_client_close(tf->tc);
+    tf->done = true;
+  }
+}
+
+/* Mode 2 script: ann#1 -> kill the tracker (connection and listener). The
+ * test timer brings the listener back; ann#2 arrives on connection 2. */
+static void tf_mode2(tf_t *tf) {
+  if (tf->nann == 1) {
+    wire_conn_close(tf->srv, WS_ECANCELED);
+    wf_listen_close(&tf->w);
+  } else if (tf->nann == 2) {
+    trk_client_close(tf->tc);
+    tf->done = true;
+  }
+}
+
+static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
+  tf_t *tf = wire_conn_user(c);
+
+  switch (m->type) {
+  case WS_MSG_ANNOUNCE:
+    tf_record(tf, &m->u.announce);
+    if (tf->nann == 1 || tf->mode == 1)
+      tf_reply(tf, &m->u.announce);
+    if (tf->mode == 1)
+      tf_mode1(tf);
+    else
+      tf_mode2(tf);
+    break;
+  case WS_MSG_HAVE:
+    tf->nhave++;
+    tf->have_chunk = m->u.have.chunk;
+    break;
+  case WS_MSG_LEASE_RELEASE:
+    tf->nrel++;
+    assert_int_equal(m->u.lease.n_chunks, 1);
+    tf->rel_chunk = m->u.lease.chunks[0];
+    break;
+  case WS_MSG_GOODBYE:
+    tf->nbye++;
+    break;
+  default:
+    break;
+  }
+}
+
+static void tf_on_close(wire_conn_t *c, int status) {
+  tf_t *tf = wire_conn_user(c);
+
+  tf->srv_closed++;
+  tf->srv_status = status;
+  tf->srv = NULL;
+  if (tf->done) {
+    wf_listen_close(&tf->w);
+    if (tf->t_open) {
+      tf->t_open = false;
+      uv_close((uv_handle_t *)&tf->t, NULL);
+    }
+  }
+}
+
+static const wire_conn_cbs_t k_tf_cbs = {
+    .on_ready = tf_on_ready,
+    .on_frame = tf_on_frame,
+    .on_close = tf_on_close,
+};
+
+static void tf_on_conn(wf_loop_t *w, uv_stream_t *server) {
+  tf_t *tf = w->arg;
+
+  assert_null(tf->srv);
+  tf->conns++;
+  assert_int_equal(wire_conn_accept(server, &tf->tcfg, &k_tf_cbs, tf, &tf->srv),
+                   0);
+}
+
+/* ---- client callbacks ------------------------------------------------------
+ */
+
+static void cl_on_peers(void *arg, const uint8_t digest[32],
+                        const ws_peer_info_t *peers, uint32_t n) {
+  tf_t *tf = arg;
+
+  assert_memory_equal(digest, tf->dig_a, 32);
+  tf->npeers_cb++;
+  tf->n_peers = n;
+  if (n > 1)
+    memcpy(tf->peer1_host, peers[1].host, sizeof(tf->peer1_host));
+  if (tf->mode == 1 && tf->npeers_cb == 2) {
+    uint32_t eight = 8;
+
+    assert_int_equal(
+        trk_client_lease_release(tf->tc, tf->dig_a, &eight, 1, NULL, 0), 0);
+    assert_int_equal(trk_client_done(tf->tc, tf->dig_a), 0);
+  }
+}
+
+static void cl_on_leases(void *arg, const uint8_t digest[32],
+                         const uint32_t *chunks, uint32_t n, uint32_t ttl) {
+  tf_t *tf = arg;
+
+  assert_memory_equal(digest, tf->dig_a, 32);
+  assert_int_equal(n, 2);
+  tf->nleases_cb++;
+  tf->lease_chunks[0] = chunks[0];
+  tf->lease_chunks[1] = chunks[1];
+  tf->lease_ttl = ttl;
+  if (tf->mode == 1) {
+    /* "fetched" chunk 7 from origin */
+    assert_int_equal(trk_client_have(tf->tc, digest, chunks[0]), 0);
+    assert_int_equal(trk_client_have(tf->tc, digest, chunks[0]), 0);
+  }
+}
+
+static void cl_on_wanted(void *arg, const uint8_t digest[32], const char *uri) {
+  tf_t *tf = arg;
+
+  tf->nwanted_cb++;
+  tf->wanted_ok = memcmp(digest, tf->dig_b, 32) == 0 && uri != NULL &&
+                  strcmp(uri, "s3://bucket/m/sha256-b/manifest.json") == 0;
+}
+
+static void cl_on_link(void *arg, bool up, int status) {
+  tf_t *tf = arg;
+
+  (void)status;
+  if (up)
+    tf->links_up++;
+  else
+    tf->links_down++;
+}
+
+static const trk_client_cbs_t k_cl_cbs = {
+    .on_peers = cl_on_peers,
+    .on_leases = cl_on_leases,
+    .on_wanted = cl_on_wanted,
+    .on_link = cl_on_link,
+};
+
+static tf_t *tf_new(int mode) {
+  tf_t *tf = calloc(1, sizeof(*tf));
+  trk_client_cbs_t cbs = k_cl_cbs;
+  char addr[32];
+
+  assert_non_null(tf);
+  tf->mode = mode;
+  memset(tf->dig_a, 0xa1, 32);
+  memset(tf->dig_b, 0xb2, 32);
+  wf_init(&tf->w, tf_on_conn, tf);
+  wf_cfg(&tf->tcfg, "tracker-1", "", 0x33);
+  tf->tcfg.role = WS_ROLE_TRACKER;
+  trk_client_cfg_init(&tf->ccfg);
+  snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)tf->w.port);
+  assert_int_equal(trk_client_cfg_addr(&tf->ccfg, addr), 0);
+  memset(tf->ccfg.key, 0x33, sizeof(tf->ccfg.key));
+  snprintf(tf->ccfg.node_id, sizeof(tf->ccfg.node_id), "peer-7");
+  snprintf(tf->ccfg.zone, sizeof(tf->ccfg.zone), "z1");
+  tf->ccfg.listen_port = 7100;
+  tf->ccfg.backoff_min_ms = 20;
+  tf->ccfg.backoff_max_ms = 80;
+  assert_int_equal(uv_timer_init(&tf->w.loop, &tf->t), 0);
+  tf->t.data = tf;
+  tf->t_open = true;
+  cbs.arg = tf;
+  assert_int_equal(trk_client_new(&tf->w.loop, &tf->ccfg, &cbs, &tf->tc), 0);
+  return tf;
+}
+
+static void tf_free(tf_t *tf) {
+  if (tf->t_open)
+    uv_close((uv_handle_t *)&tf->t, NULL);
+  wf_finish(&tf->w);
+  free(tf);
+}
+
+static void track_a(tf_t *tf, uint32_t total, const uint32_t *held,
+                    unsigned n) {
+  ws_bitfield_t bf;
+  unsigned i;
+
+  assert_int_equal(ws_bitfield_init(&bf, total), 0);
+  for (i = 0; i < n; i++)
+    ws_bitfield_set(&bf, held[i]);
+  assert_int_equal(trk_client_track(tf->tc, tf->dig_a, total, &bf,
+                                    "s3://bucket/m/sha256-a/manifest.json",
+                                    WS_SWARM_LEECH),
+                   0);
+  ws_bitfield_free(&bf);
+}
+
+/* ---- tests ------------------------------------------------------------------
+ */
+
+static void test_announce_flow(void **state) {
+  tf_t *tf = tf_new(1);
+  const uint32_t held[2] = {0, 5};
+  trk_client_stats_t st;
+
+  (void)state;
+  track_a(tf, 20, held, 2); /* before the link is up: sent on ready */
+  assert_int_equal(trk_client_have(tf->tc, tf->dig_b, 1), WS_ENOTFOUND);
+  assert_int_equal(trk_client_have(tf->tc, tf->dig_a, 20), WS_EUSAGE);
+  assert_int_equal(trk_client_lease_renew(tf->tc, tf->dig_a, held, 1, NULL, 0),
+                   -ENOTCONN);
+  trk_client_stats(tf->tc, &st);
+  assert_false(st.up);
+  wf_run(&tf->w, 10000);
+
+  assert_int_equal(tf->nann, 3);
+  /* ann#1: full state */
+  assert_int_equal(tf->ann[0].event, WS_ANN_STARTED);
+  assert_int_equal(tf->ann[0].total, 20);
+  assert_int_equal(tf->ann[0].role, WS_SWARM_LEECH);
+  assert_true(tf->ann[0].want);
+  assert_int_equal(tf->ann[0].port, 7100);
+  assert_string_equal(tf->ann[0].zone, "z1");
+  assert_string_equal(tf->ann[0].uri, "s3://bucket/m/sha256-a/manifest.json");
+  assert_true(tf->ann[0].has_bits);
+  assert_int_equal(tf->ann[0].bits[0], 0x84); /* chunks 0 and 5 */
+  assert_int_equal(tf->ann[0].bits[1], 0);
+  assert_int_equal(tf->ann[0].n_list, 0);
+  /* ann#2 after the reply's 150 ms interval: delta only */
+  assert_int_equal(tf->ann[1].event, WS_ANN_UPDATE);
+  assert_false(tf->ann[1].has_bits);
+  assert_int_equal(tf->ann[1].n_list, 1);
+  assert_int_equal(tf->ann[1].list[0], 7);
+  /* ann#3 at once on done */
+  assert_int_equal(tf->ann[2].event, WS_ANN_COMPLETED);
+  assert_int_equal(tf->ann[2].role, WS_SWARM_SEED);
+  assert_false(tf->ann[2].want);
+  /* HAVE sent immediately, once; lease released; goodbye on close */
+  assert_int_equal(tf->nhave, 1);
+  assert_int_equal(tf->have_chunk, 7);
+  assert_int_equal(tf->nrel, 1);
+  assert_int_equal(tf->rel_chunk, 8);
+  assert_int_equal(tf->nbye, 1);
+  assert_int_equal(tf->srv_status, UV_EOF);
+  /* the client got the reply contents */
+  /* replies 1 and 2; the third crosses the client's close */
+  assert_int_equal(tf->npeers_cb, 2);
+  assert_int_equal(tf->n_peers, 2);
+  assert_string_equal(tf->peer1_host, "10.1.0.2");
+  assert_int_equal(tf->nleases_cb, 1);
+  assert_int_equal(tf->lease_chunks[0], 7);
+  assert_int_equal(tf->lease_chunks[1], 8);
+  assert_int_equal(tf->lease_ttl, 9000);
+  assert_int_equal(tf->nwanted_cb, 2);
+  assert_true(tf->wanted_ok);
+  assert_int_equal(tf->links_up, 1);
+  assert_int_equal(tf->conns, 1);
+  tf_free(tf);
+}
+
+/* While the tracker is gone: a chunk is gained, reconnects are refused.
+ * Then the tracker comes back on the same port. */
+static void t_step(uv_timer_t *t) {
+  tf_t *tf = t->data;
+
+  if (tf->t_step == 0) {
+    assert_int_equal(tf->links_down, 1);
+    assert_int_equal(trk_client_have(tf->tc, tf->dig_a, 3), 0);
+    tf->t_step = 1;
+    uv_timer_start(&tf->t, t_step, 150, 0);
+  } else {
+    wf_relisten(&tf->w);
+    tf->t_step = 2;
+  }
+}
+
+static void test_reconnect(void **state) {
+  tf_t *tf = tf_new(2);
+  trk_client_stats_t st;
+
+  (void)state;
+  track_a(tf, 8, NULL, 0);
+  /* The fake tracker dies on the first announce; step the script once the
+   * link is down. */
+  uv_timer_start(&tf->t, t_step, 100, 0);
+  wf_run(&tf->w, 10000);
+  assert_int_equal(tf->t_step, 2);
+  assert_int_equal(tf->nann, 2);
+  assert_int_equal(tf->conns, 2);
+  assert_int_equal(tf->ann[0].conn_no, 1);
+  assert_true(tf->ann[0].has_bits);
+  assert_int_equal(tf->ann[0].bits[0], 0);
+  /* the new connection gets the full state again, with the chunk gained
+   * while the tracker was down */
+  assert_int_equal(tf->ann[1].conn_no, 2);
+  assert_int_equal(tf->ann[1].event, WS_ANN_STARTED);
+  assert_true(tf->ann[1].has_bits);
+  assert_int_equal(tf->ann[1].bits[0], 0x10); /* chunk 3 */
+  assert_int_equal(tf->ann[1].n_list, 0);
+  assert_int_equal(tf->links_up, 2);
+  assert_int_equal(tf->links_down, 1);
+  assert_int_equal(tf->nhave, 0); /* it was down: no HAVE frame */
+  tf_free(tf);
+  (void)st;
+}
+
+static void test_cfg_addr(void **state) {
+  trk_client_cfg_t cfg;
+
+  (void)state;
+  trk_client_cfg_init(&cfg);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "tracker.ns.svc:7000"), 0);
+  assert_string_equal(cfg.host, "tracker.ns.svc");
+  assert_int_equal(cfg.port, 7000);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "[::1]:9"), 0);
+  assert_string_equal(cfg.host, "::1");
+  assert_int_equal(cfg.port, 9);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "h:0"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "h:70000"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "h:7x"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "h"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, ":7"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "::1:7"), WS_EUSAGE);
+  assert_int_equal(trk_client_cfg_addr(&cfg, "[::1]7"), WS_EUSAGE);
+  assert_int_equal(cfg.port, 9); /* untouched on failure */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_announce_flow),
+      cmocka_unit_test(test_reconnect),
+      cmocka_unit_test(test_cfg_addr),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
