@@ -102,3 +102,15 @@ def test_publish_errors(s3env, bucket, model):  # noqa: F811
     assert p.returncode == 2
     p = publish(s3env, str(d / "missing"), "s3://%s/x/m/" % bucket)
     assert p.returncode == 1
+
+
+def test_publish_more_parts_than_concurrency(s3env, boto, bucket, model):  # noqa: F811
+    """5 parts through 2 transfer slots: queued requests must start as
+    slots free up (regression: the loop once ended with parts queued)."""
+    d, files = model
+    p = publish(s3env, str(d), "s3://%s/team/narrow/" % bucket, "--json",
+                "--concurrency", "2")
+    assert p.returncode == 0, p.stderr
+    digest = json.loads(p.stdout.strip().splitlines()[-1])["digest"]
+    obj = boto.get_object(Bucket=bucket, Key="team/narrow/%s/model-00001.safetensors" % digest)
+    assert obj["Body"].read() == files["model-00001.safetensors"]
