@@ -11,9 +11,13 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "wire_fixture.h"
 
@@ -710,6 +714,141 @@ static void test_idle_timeout(void **state) {
   fx_free(fx);
 }
 
+/* ---- unknown types: a raw peer (blocking socket, own thread) speaks the
+ * protocol with proto/ directly and sends a sealed frame of an unknown type
+ * with a payload, then a HAVE: only the HAVE is delivered. ---------------- */
+
+typedef struct {
+  uint16_t port;
+  uint8_t key[WS_CLUSTER_KEY_LEN];
+  int rc; /* 0 when the raw side completed its script */
+} raw_peer_t;
+
+static int raw_send(int fd, const ws_pbuf_t *b) {
+  return send(fd, b->data, b->len, MSG_NOSIGNAL) == (ssize_t)b->len ? 0 : -1;
+}
+
+/* Reads until one complete frame; f points into the reader. */
+static int raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f) {
+  uint8_t c;
+  size_t used;
+  ws_frame_ev_t ev;
+
+  for (;;) {
+    if (recv(fd, &c, 1, 0) != 1)
+      return -1;
+    if (ws_frame_reader_feed(rd, &c, 1, &used, &ev) < 0)
+      return -1;
+    if (ev.kind == WS_FRAME_EV_FRAME) {
+      *f = ev.frame;
+      return 0;
+    }
+  }
+}
+
+static int raw_script(raw_peer_t *rp, int fd) {
+  ws_frame_reader_t *rd = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
+  ws_hs_t hs;
+  ws_session_t sess;
+  ws_hello_t h;
+  ws_pbuf_t b;
+  ws_frame_t f;
+  ws_msg_t m;
+  static const uint8_t unk_hdr[WS_FRAME_HDR_LEN] = {
+      'W', 'S', 1, 200, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5};
+  uint8_t body = 0x80; /* {} */
+  int rc = -1;
+
+  ws_pbuf_init(&b, 1u << 16);
+  if (rd == NULL || ws_hs_init(&hs, rp->key, true) < 0)
+    goto out;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.node_id, "raw", 4);
+  if (ws_hs_hello_encode(&hs, &h, &b) < 0 || raw_send(fd, &b) < 0)
+    goto out;
+  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
+    goto out;
+  ws_pbuf_reset(&b);
+  if (ws_hs_auth_encode(&hs, &b) < 0 || raw_send(fd, &b) < 0)
+    goto out;
+  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
+      ws_hs_session(&hs, &sess) < 0)
+    goto out;
+  ws_pbuf_reset(&b);
+  if (ws_pbuf_append(&b, unk_hdr, sizeof(unk_hdr)) < 0 ||
+      ws_pbuf_append(&b, &body, 1) < 0 || ws_frame_seal(&sess, &b, 0) < 0 ||
+      ws_pbuf_append(&b, "12345", 5) < 0)
+    goto out;
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_HAVE;
+  m.u.have.chunk = 0;
+  {
+    size_t off = b.len;
+    if (ws_msg_encode(&m, &b) < 0 || ws_frame_seal(&sess, &b, off) < 0)
+      goto out;
+  }
+  if (raw_send(fd, &b) < 0)
+    goto out;
+  /* Wait for the server's GOODBYE-less close (it closes after the HAVE). */
+  {
+    uint8_t sink[256];
+    while (recv(fd, sink, sizeof(sink), 0) > 0)
+      ;
+  }
+  rc = 0;
+out:
+  ws_pbuf_free(&b);
+  ws_frame_reader_free(rd);
+  return rc;
+}
+
+static void raw_thread(void *arg) {
+  raw_peer_t *rp = arg;
+  struct sockaddr_in a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+  rp->rc = -1;
+  if (fd < 0)
+    return;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_port = htons(rp->port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+    rp->rc = raw_script(rp, fd);
+  close(fd);
+}
+
+static void srv_close_on_have(side_t *s, const ws_msg_t *m) {
+  if (m->type == WS_MSG_HAVE)
+    wire_conn_close(s->c, 0);
+}
+
+static void test_unknown_type_skipped(void **state) {
+  fx_t *fx = fx_new();
+  raw_peer_t rp;
+  uv_thread_t thr;
+
+  (void)state;
+  memset(&rp, 0, sizeof(rp));
+  rp.port = fx->w.port;
+  memcpy(rp.key, fx->scfg.key, sizeof(rp.key));
+  fx->srv.frame_hook = srv_close_on_have;
+  fx->cli.closed = true; /* the client is the raw thread */
+  assert_int_equal(uv_thread_create(&thr, raw_thread, &rp), 0);
+  wf_run(&fx->w, 5000);
+  assert_int_equal(uv_thread_join(&thr), 0);
+  assert_int_equal(rp.rc, 0);
+  assert_true(fx->srv.ready);
+  assert_string_equal(fx->srv.peer.node_id, "raw");
+  assert_int_equal(fx->srv.nframes, 1); /* the HAVE only */
+  assert_int_equal(fx->srv.nhave, 1);
+  assert_int_equal(fx->srv.pieces, 0);       /* unknown payload not delivered */
+  assert_int_equal(fx->srv.st.frames_in, 4); /* HELLO AUTH unknown HAVE */
+  assert_int_equal(fx->srv.status, 0);
+  fx_free(fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_handshake_ok),
@@ -726,6 +865,7 @@ int main(void) {
       cmocka_unit_test(test_sendq_cap),
       cmocka_unit_test(test_pause_resume),
       cmocka_unit_test(test_idle_timeout),
+      cmocka_unit_test(test_unknown_type_skipped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
