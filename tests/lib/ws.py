@@ -196,3 +196,106 @@ def tree_equal(a, b):
                     if not x:
                         break
     return True, None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def write_cluster_key(path):
+    with open(path, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+class Tracker:
+    """A real p2p-tracker on loopback ports that stay the same across
+    restarts (so peers reconnect to it)."""
+
+    def __init__(self, build, workdir, key):
+        self.build = build
+        self.key = key
+        self.port = free_port()
+        self.http = free_port()
+        self.log = os.path.join(workdir, "tracker.log")
+        self.proc = None
+
+    def start(self, timeout=10):
+        self.logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [os.path.join(self.build, "tracker", "p2p-tracker"),
+             "--listen", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.http}",
+             "--cluster-key", self.key], stdout=self.logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.get("/healthz")[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("tracker not up")
+
+    def request(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=10)
+        try:
+            c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            raw = r.read()
+            try:
+                return r.status, json.loads(raw)
+            except ValueError:
+                return r.status, raw.decode(errors="replace")
+        finally:
+            c.close()
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def prefetch(self, **body):
+        return self.request("POST", "/api/v1/prefetch", body)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(20)
+        self.proc = None
+
+
+def swarm_peer(build, workdir, env, name, tracker, key, extra=(), binary_build=None):
+    """A p2pd in swarm mode: listening on a free loopback port, joined to
+    tracker with the cluster key."""
+    d = P2pd(binary_build or build, workdir, env, name=name,
+             extra=["--listen", f"127.0.0.1:{free_port()}",
+                    "--tracker", f"127.0.0.1:{tracker.port}",
+                    "--cluster-key", key, *extra])
+    return d
+
+
+def release_state(p, digest):
+    st, r = p.api("GET", f"/api/v1/releases/{digest}")
+    return r if st == 200 else None
+
+
+def wait_ready(peers, digest, timeout=300):
+    """Waits until every peer has the release ready; fails fast when one
+    reports failed."""
+    deadline = time.time() + timeout
+    left = list(peers)
+    while left and time.time() < deadline:
+        for p in list(left):
+            r = release_state(p, digest)
+            if r and r["state"] == "ready":
+                left.remove(p)
+            elif r and r["state"] == "failed":
+                raise AssertionError(f"{p.dir}: failed: {r.get('error')}\n{p.tail()}")
+        time.sleep(0.1)
+    if left:
+        raise AssertionError("not ready in time: " + ", ".join(
+            f"{p.dir}: {release_state(p, digest)}" for p in left))

@@ -1,0 +1,126 @@
+"""An independent Python implementation of the weightswarm wire protocol
+(docs/protocol.md): frames, the HELLO/AUTH handshake with the cluster key,
+per-frame MACs. Used by the fault tests to play hostile or broken peers:
+a client without the key, a peer that announces and then never answers.
+"""
+import hashlib
+import hmac
+import os
+import socket
+import struct
+
+import msgpack
+
+HDR = struct.Struct(">2sBBB3xII")
+T = dict(HELLO=1, AUTH=2, ERROR=3, GOODBYE=4, ANNOUNCE=16, ANNOUNCE_REPLY=17,
+         LEASE_RENEW=18, LEASE_RELEASE=19, HAVE=32, BITFIELD=33, REQUEST=34,
+         CANCEL=35, CHUNK=36, REJECT=37, MANIFEST_REQ=38, MANIFEST=39)
+NAMES = {v: k for k, v in T.items()}
+
+
+def kdf(key, subkey_id, ctx=b"wswarm01"):
+    return hashlib.blake2b(b"", digest_size=32, key=key,
+                           salt=struct.pack("<Q", subkey_id) + bytes(8),
+                           person=ctx + bytes(8)).digest()
+
+
+def mac(key, msg):
+    return hmac.new(key, msg, hashlib.sha512).digest()[:32]
+
+
+def frame(type_, body, flags=0, payload_len=0):
+    b = msgpack.packb(body, use_bin_type=True)
+    return HDR.pack(b"WS", 1, type_, flags, len(b), payload_len) + b
+
+
+class Closed(Exception):
+    pass
+
+
+class Conn:
+    """A blocking client connection. handshake() with any key (the right
+    one, or a wrong one to play an outsider)."""
+
+    def __init__(self, host, port, key, node_id="pytest", listen_port=0, timeout=10):
+        self.s = socket.create_connection((host, port), timeout=timeout)
+        self.key = key
+        self.id = node_id
+        self.listen_port = listen_port
+        self.buf = b""
+        self.k_tx = self.k_rx = None
+        self.seq_tx = self.seq_rx = 0
+        self.payload_bytes = 0  # raw payload bytes received (CHUNK/MANIFEST)
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            d = self.s.recv(65536)
+            if not d:
+                raise Closed()
+            self.buf += d
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_frame(self):
+        """Returns (type, body dict, payload bytes). Verifies the MAC after
+        the handshake."""
+        hdr = self._read(16)
+        magic, ver, type_, flags, blen, plen = HDR.unpack(hdr)
+        if magic != b"WS":
+            raise ValueError("bad magic")
+        body = self._read(blen)
+        if flags & 1:
+            m = self._read(32)
+            if self.k_rx is not None:
+                want = mac(self.k_rx, struct.pack(">Q", self.seq_rx) + hdr + body)
+                if not hmac.compare_digest(m, want):
+                    raise ValueError("bad MAC from the other side")
+                self.seq_rx += 1
+        payload = self._read(plen) if plen else b""
+        self.payload_bytes += plen
+        return type_, msgpack.unpackb(body, raw=False, strict_map_key=False), payload
+
+    def send(self, type_, body):
+        if self.k_tx is None:
+            self.s.sendall(frame(type_, body))
+            return
+        f = frame(type_, body, flags=1)
+        self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f))
+        self.seq_tx += 1
+
+    def handshake(self, role=0):
+        """Runs the initiator side. Returns True when both AUTHs checked;
+        False when the other side closed (as it must for a wrong key)."""
+        nonce = os.urandom(32)
+        hello = frame(T["HELLO"], {"v": 1, "n": nonce, "id": self.id,
+                                   "port": self.listen_port, "role": role, "zone": ""})
+        self.s.sendall(hello)
+        try:
+            hdr = self._read(16)
+            _, _, type_, _, blen, _ = HDR.unpack(hdr)
+            body = self._read(blen)
+            if type_ != T["HELLO"]:
+                return False
+            h_i = hashlib.blake2b(hello, digest_size=32).digest()
+            h_r = hashlib.blake2b(hdr + body, digest_size=32).digest()
+            ak, sk = kdf(self.key, 1), kdf(self.key, 2)
+            self.s.sendall(frame(T["AUTH"], {"mac": mac(ak, b"ws-auth-i" + h_i + h_r)}))
+            t, b, _ = self.read_frame()
+            if t != T["AUTH"] or not hmac.compare_digest(
+                    b["mac"], mac(ak, b"ws-auth-r" + h_i + h_r)):
+                return False
+        except (Closed, ConnectionError, socket.timeout):
+            return False
+        self.k_tx = hashlib.blake2b(b"ws-i2r" + h_i + h_r, digest_size=32, key=sk).digest()
+        self.k_rx = hashlib.blake2b(b"ws-r2i" + h_i + h_r, digest_size=32, key=sk).digest()
+        return True
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+
+def read_key(path):
+    with open(path) as f:
+        return bytes.fromhex(f.read().strip())
