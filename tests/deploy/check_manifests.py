@@ -10,6 +10,7 @@ check.
 Usage: check_manifests.py SOURCE_ROOT BUILD_ROOT
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -116,7 +117,7 @@ for rel, d in objs:
     if d.get("kind") != "Service":
         continue
     sel = d["spec"]["selector"]
-    match = [t for _, t in pods if all(t["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())]
+    match = [t for _, t in pods if all(t.get("metadata", {}).get("labels", {}).get(k) == v for k, v in sel.items())]
     check(len(match) > 0, f"{rel}: service {d['metadata']['name']} selects a workload")
     for p in d["spec"]["ports"]:
         tp = p.get("targetPort")
@@ -133,6 +134,23 @@ for path in sorted(glob.glob(os.path.join(src, "deploy", "systemd", "*.service")
         check_flags(os.path.basename(m.group(1)), m.group(2).split(), rel)
     if "p2pd" in os.path.basename(path):
         check(re.search(r"^Type=notify$", text, re.M) is not None, f"{rel}: Type=notify")
+
+# Dashboards may only chart metrics the daemons export.
+exported = set()
+for f in glob.glob(os.path.join(src, "peer", "*.c")) + glob.glob(os.path.join(src, "tracker", "*.c")):
+    exported |= set(re.findall(r'"((?:ws_p2pd|p2p_tracker)_[a-z0-9_]+)"', open(f).read()))
+for path in sorted(glob.glob(os.path.join(src, "deploy", "dashboards", "*.json"))):
+    rel = os.path.relpath(path, src)
+    try:
+        dash = json.load(open(path))
+        check(True, f"{rel} parses")
+    except ValueError as e:
+        check(False, f"{rel} parses: {e}")
+        continue
+    for panel in dash.get("panels", []):
+        for t in panel.get("targets", []):
+            for m in set(re.findall(r"\b((?:ws_p2pd|p2p_tracker)_[a-z0-9_]+)", t["expr"])):
+                check(m in exported, f"{rel}: '{panel['title']}' uses exported {m}")
 
 print(f"1..{n}")
 sys.exit(1 if bad else 0)
