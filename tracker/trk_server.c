@@ -1,11 +1,15 @@
-/* trk_server.c - the peer listener: accept, per-connection read/write,
- * caps, the sweep timer, shutdown.
+/* trk_server.c - the peer listener: the uv TCP listener, connection caps,
+ * the wire_conn callbacks (ready, frame, close), the per-connection frame
+ * rate, the sweep timer and shutdown.
  *
- * Owns every trk_conn_t (a doubly linked list) and its uv_tcp_t; a conn is
- * freed only in its handle's close callback. Reads go through one shared
- * buffer (the frame reader copies what it keeps), writes are copied into a
- * request that lives until its callback. The state machine is in
- * trk_server-int.h; message handling in trk_server_msg.c. Loop thread only.
+ * Owns every trk_conn_t (a doubly linked list). Each wraps one wire_conn_t,
+ * which owns the socket, the handshake (tracker = responder), sealing,
+ * the bounded send queue and the handshake / idle / linger timeouts; a
+ * trk_conn_t is freed only in its wire_conn's on_close, which never runs
+ * inside another wire_conn call. The server itself is freed once the
+ * listener and sweep handles have closed and the last on_close has run.
+ * The state machine is in trk_server-int.h; messages in trk_server_msg.c.
+ * Loop thread only.
  */
 #include "trk_server-int.h"
 
@@ -15,14 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "ws_log.h"
 
-typedef struct {
-  uv_write_t req;
-  trk_conn_t *c;
-  size_t len;
-  uint8_t data[];
-} wreq_t;
+/* p2pd's tracker link sends nothing between announces (no keepalive), so
+ * an idle timeout within one interval would drop healthy peers; two
+ * intervals leave room for one late announce. */
+_Static_assert(TRK_CONN_IDLE_TIMEOUT_MS > 2u * TRK_ANNOUNCE_INTERVAL_MS,
+               "tracker idle timeout must exceed the announce interval");
 
 static const char *state_name(trk_conn_state_t s) {
   static const char *const names[TRK_CONN_LAST] = {"handshake", "ready",
@@ -34,8 +39,10 @@ void trk_conn_set_state(trk_conn_t *c, trk_conn_state_t next) {
   assert((c->state == TRK_CONN_HANDSHAKE &&
           (next == TRK_CONN_READY || next == TRK_CONN_CLOSING)) ||
          (c->state == TRK_CONN_READY && next == TRK_CONN_CLOSING));
-  WS_LOGD("conn#%llu %s: %s -> %s", (unsigned long long)c->id, c->remote,
+  WS_LOGD("conn#%llu: %s -> %s", (unsigned long long)c->id,
           state_name(c->state), state_name(next));
+  if (c->state == TRK_CONN_HANDSHAKE)
+    c->srv->preauth--;
   c->state = next;
 }
 
@@ -78,123 +85,67 @@ int trk_addr_parse(const char *hp, struct sockaddr_storage *sa) {
   return WS_EUSAGE;
 }
 
-static void server_handle_closed(trk_server_t *srv) {
-  assert(srv->live_handles > 0);
-  if (--srv->live_handles == 0 && srv->closing) {
-    trk_server_close_cb cb = srv->close_cb;
-    void *arg = srv->close_arg;
-    if (cb != NULL)
-      cb(srv, arg);
-    free(srv);
-  }
-}
+/* ---- server lifetime -------------------------------------------------- */
 
-static void listener_closed_cb(uv_handle_t *h) {
-  server_handle_closed(h->data);
-}
-
-static void conn_closed_cb(uv_handle_t *h) {
-  trk_conn_t *c = h->data;
-  trk_server_t *srv = c->srv;
-  if (c->prev != NULL)
-    c->prev->next = c->next;
-  else
-    srv->conns = c->next;
-  if (c->next != NULL)
-    c->next->prev = c->prev;
-  srv->st.conns--;
-  ws_frame_reader_free(c->reader);
-  ws_hs_wipe(&c->hs);
-  ws_session_wipe(&c->sess);
-  free(c);
-  /* Shutting down: the sweep only stayed to force stuck flushes. */
-  if (srv->closing && srv->conns == NULL &&
-      !uv_is_closing((uv_handle_t *)&srv->sweep))
-    uv_close((uv_handle_t *)&srv->sweep, listener_closed_cb);
-  server_handle_closed(srv);
-}
-
-static void conn_shutdown_cb(uv_shutdown_t *req, int status) {
-  trk_conn_t *c = req->data;
-  (void)status;
-  if (!uv_is_closing((uv_handle_t *)&c->tcp))
-    uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
-}
-
-void trk_conn_close(trk_conn_t *c, bool flush, const char *why) {
-  trk_server_t *srv = c->srv;
-  if (c->state == TRK_CONN_CLOSING)
+static void server_maybe_free(trk_server_t *srv) {
+  if (!srv->closing || srv->live_handles > 0 || srv->conns != NULL)
     return;
+  if (srv->close_cb != NULL)
+    srv->close_cb(srv, srv->close_arg);
+  sodium_memzero(srv->cfg.key, sizeof(srv->cfg.key));
+  free(srv);
+}
+
+static void handle_closed_cb(uv_handle_t *h) {
+  trk_server_t *srv = h->data;
+  assert(srv->live_handles > 0);
+  srv->live_handles--;
+  server_maybe_free(srv);
+}
+
+/* ---- closing one connection ------------------------------------------- */
+
+/* Leaves HANDSHAKE/READY for CLOSING: logs once, frees the peer's tracker
+ * state at once. */
+static void conn_closing(trk_conn_t *c, const char *why) {
+  trk_server_t *srv = c->srv;
   if (c->state == TRK_CONN_READY)
     WS_LOGI("conn#%llu %s node=%s: closed: %s", (unsigned long long)c->id,
-            c->remote, c->node_id, why);
+            wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->node_id, why);
   else
     WS_LOGD("conn#%llu %s: closed during handshake: %s",
-            (unsigned long long)c->id, c->remote, why);
-  if (c->state == TRK_CONN_HANDSHAKE)
-    srv->preauth--;
+            (unsigned long long)c->id, wire_conn_peer(c->wc)->addr, why);
   if (c->peer != 0) {
     trk_tracker_disconnect(srv->t, c->peer);
     c->peer = 0;
   }
   trk_conn_set_state(c, TRK_CONN_CLOSING);
-  c->closing_ms = uv_now(srv->loop);
-  uv_read_stop((uv_stream_t *)&c->tcp);
-  c->shutdown.data = c;
-  if (flush && c->wq_bytes > 0 &&
-      uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, conn_shutdown_cb) == 0)
-    return; /* closes in conn_shutdown_cb, or the sweep forces it */
-  uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
 }
 
-static void write_cb(uv_write_t *req, int status) {
-  wreq_t *w = (wreq_t *)req;
-  trk_conn_t *c = w->c;
-  c->wq_bytes -= w->len;
-  free(w);
-  if (status < 0 && status != UV_ECANCELED)
-    trk_conn_close(c, false, uv_strerror(status));
-}
-
-int trk_conn_write(trk_conn_t *c, const uint8_t *data, size_t len) {
+void trk_conn_close(trk_conn_t *c, int status, const char *why) {
   if (c->state == TRK_CONN_CLOSING)
-    return WS_ECANCELED;
-  if (c->wq_bytes + len > TRK_CONN_WRITE_QUEUE_MAX) {
-    /* The peer does not read its replies: drop it rather than buffer. */
-    trk_conn_close(c, false, "write queue full");
-    return WS_ELIMIT;
-  }
-  wreq_t *w = malloc(sizeof(*w) + len);
-  if (w == NULL) {
-    trk_conn_close(c, false, "out of memory");
-    return -ENOMEM;
-  }
-  w->c = c;
-  w->len = len;
-  memcpy(w->data, data, len);
-  uv_buf_t buf = uv_buf_init((char *)w->data, (unsigned)len);
-  int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, write_cb);
-  if (rc < 0) {
-    free(w);
-    trk_conn_close(c, false, uv_strerror(rc));
-    return rc;
-  }
-  c->wq_bytes += len;
-  c->srv->st.frames_out++;
-  return 0;
+    return;
+  conn_closing(c, why);
+  wire_conn_close(c->wc, status);
+}
+
+void trk_conn_goodbye(trk_conn_t *c, ws_bye_reason_t reason, const char *why) {
+  if (c->state == TRK_CONN_CLOSING)
+    return;
+  conn_closing(c, why);
+  wire_conn_goodbye(c->wc, reason);
 }
 
 int trk_conn_send(trk_conn_t *c, const ws_msg_t *m) {
-  ws_pbuf_t b;
-  ws_pbuf_init(&b, WS_FRAME_HDR_LEN + WS_MAX_BODY + WS_FRAME_MAC_LEN);
-  int rc = ws_msg_encode(m, &b);
-  if (rc == 0 && c->state == TRK_CONN_READY)
-    rc = ws_frame_seal(&c->sess, &b, 0);
-  if (rc == 0)
-    rc = trk_conn_write(c, b.data, b.len);
-  else
-    trk_conn_close(c, false, ws_strerror(rc));
-  ws_pbuf_free(&b);
+  if (c->state != TRK_CONN_READY)
+    return -ENOTCONN;
+  int rc = wire_conn_send(c->wc, m);
+  /* A full queue means the peer does not read its replies: drop it rather
+   * than buffer (every reply answers a frame it sent). */
+  if (rc == WS_ELIMIT)
+    trk_conn_close(c, rc, "reply queue full");
+  else if (rc < 0)
+    trk_conn_close(c, rc, ws_strerror(rc));
   return rc;
 }
 
@@ -207,21 +158,6 @@ void trk_conn_send_error(trk_conn_t *c, int code, const char *msg) {
   (void)trk_conn_send(c, &m); /* failure already closed c */
 }
 
-int trk_conn_hello(trk_conn_t *c) {
-  ws_pbuf_t b;
-  ws_hello_t h;
-  memset(&h, 0, sizeof(h));
-  h.version = WS_PROTO_VERSION;
-  h.role = WS_ROLE_TRACKER;
-  snprintf(h.node_id, sizeof(h.node_id), "%s", TRK_NODE_NAME);
-  ws_pbuf_init(&b, WS_MAX_BODY_PREAUTH + WS_FRAME_HDR_LEN);
-  int rc = ws_hs_hello_encode(&c->hs, &h, &b);
-  if (rc == 0)
-    rc = trk_conn_write(c, b.data, b.len);
-  ws_pbuf_free(&b);
-  return rc;
-}
-
 trk_conn_t *trk_server_find_peer(trk_server_t *srv, trk_peer_id_t id) {
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next)
     if (c->peer == id && c->state == TRK_CONN_READY)
@@ -229,14 +165,19 @@ trk_conn_t *trk_server_find_peer(trk_server_t *srv, trk_peer_id_t id) {
   return NULL;
 }
 
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  trk_conn_t *c = h->data;
-  (void)hint;
-  /* libuv pairs each alloc with its read callback on this one thread, so
-   * one buffer serves every connection; busy means a bug, not a race. */
-  assert(!c->srv->rbuf_busy);
-  c->srv->rbuf_busy = true;
-  *buf = uv_buf_init((char *)c->srv->rbuf, sizeof(c->srv->rbuf));
+/* ---- wire_conn callbacks ---------------------------------------------- */
+
+static void conn_on_ready(wire_conn_t *wc, const wire_peer_t *p) {
+  trk_conn_t *c = wire_conn_user(wc);
+  if (c->state != TRK_CONN_HANDSHAKE)
+    return;
+  if (p->role != WS_ROLE_PEER) {
+    c->srv->st.protocol_errors++;
+    trk_conn_close(c, WS_EPROTO, "HELLO from a non-peer");
+    return;
+  }
+  trk_conn_set_state(c, TRK_CONN_READY);
+  trk_conn_register(c);
 }
 
 /* Counts a frame against c's per-second budget; false once exceeded. */
@@ -248,158 +189,139 @@ static bool frame_budget(trk_conn_t *c, uint64_t now) {
   return ++c->window_frames <= TRK_CONN_FRAMES_PER_S;
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  trk_conn_t *c = s->data;
-  trk_server_t *srv = c->srv;
-  size_t off = 0;
-  (void)buf;
-  if (nread < 0) {
-    srv->rbuf_busy = false;
-    trk_conn_close(c, false, nread == UV_EOF ? "eof" : uv_strerror((int)nread));
+static void conn_on_frame(wire_conn_t *wc, const ws_msg_t *m) {
+  trk_conn_t *c = wire_conn_user(wc);
+  if (c->state != TRK_CONN_READY)
     return;
+  trk_conn_on_msg(c, m);
+  if (c->state == TRK_CONN_READY && !c->throttled &&
+      !frame_budget(c, uv_now(c->srv->loop))) {
+    /* Back-pressure, not a ban: stop reading until the next sweep. */
+    c->throttled = true;
+    wire_conn_read_pause(wc);
   }
-  uint64_t now = uv_now(srv->loop);
-  c->last_rx_ms = now;
-  while (off < (size_t)nread && c->state != TRK_CONN_CLOSING) {
-    size_t used = 0;
-    ws_frame_ev_t ev;
-    int rc = ws_frame_reader_feed(c->reader, srv->rbuf + off,
-                                  (size_t)nread - off, &used, &ev);
-    if (rc < 0) {
-      srv->st.protocol_errors++;
-      trk_conn_close(c, false, ws_strerror(rc));
-      break;
-    }
-    off += used;
-    if (ev.kind == WS_FRAME_EV_FRAME) {
-      srv->st.frames_in++;
-      trk_conn_on_frame(c, &ev.frame);
-      if (c->state != TRK_CONN_CLOSING && !c->throttled &&
-          !frame_budget(c, now)) {
-        /* Back-pressure, not a ban: stop reading until the next sweep. */
-        c->throttled = true;
-        uv_read_stop(s);
-      }
-    } else if (ev.kind == WS_FRAME_EV_NONE && used == 0) {
-      break;
-    }
-    /* PAYLOAD events cannot occur: payloads are capped at 0 here. */
-  }
-  srv->rbuf_busy = false;
 }
+
+/* Why the wire_conn closed on its own, for the log and the counters. */
+static const char *close_reason(trk_server_t *srv, int status) {
+  switch (status) {
+  case WS_EAUTH:
+    srv->st.auth_failed++; /* wrong cluster key or a bad frame MAC */
+    break;
+  case WS_EPROTO:
+  case WS_EBADMSG:
+  case WS_ELIMIT:
+  case WS_ETRUNCATED:
+  case WS_EVERSION:
+    srv->st.protocol_errors++;
+    break;
+  case UV_EOF:
+    return "eof";
+  case WS_ETIMEOUT:
+    return "handshake or idle timeout";
+  default:
+    break;
+  }
+  return ws_strerror(status);
+}
+
+static void conn_on_close(wire_conn_t *wc, int status) {
+  trk_conn_t *c = wire_conn_user(wc);
+  trk_server_t *srv = c->srv;
+  wire_conn_stats_t ws;
+  if (c->state != TRK_CONN_CLOSING)
+    conn_closing(c, close_reason(srv, status));
+  wire_conn_stats(wc, &ws);
+  srv->st.frames_in += ws.frames_in;
+  srv->st.frames_out += ws.frames_out;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    srv->conns = c->next;
+  if (c->next != NULL)
+    c->next->prev = c->prev;
+  srv->st.conns--;
+  free(c);
+  server_maybe_free(srv);
+}
+
+static const wire_conn_cbs_t k_conn_cbs = {
+    .on_ready = conn_on_ready,
+    .on_frame = conn_on_frame,
+    .on_close = conn_on_close,
+    /* no on_drain: a full queue closes the connection (trk_conn_send) */
+};
+
+/* ---- accepting -------------------------------------------------------- */
 
 static void reject_closed_cb(uv_handle_t *h) {
   free(h);
 }
 
-static void conn_reject(trk_server_t *srv, uv_tcp_t *tmp) {
-  srv->st.rejected++;
-  uv_close((uv_handle_t *)tmp, reject_closed_cb);
-}
-
-static void conn_name(trk_conn_t *c) {
-  struct sockaddr_storage sa;
-  int len = sizeof(sa);
-  int port = 0;
-  snprintf(c->ip, sizeof(c->ip), "?");
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
-    if (sa.ss_family == AF_INET) {
-      uv_ip4_name((struct sockaddr_in *)&sa, c->ip, sizeof(c->ip));
-      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    } else if (sa.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&sa, c->ip, sizeof(c->ip));
-      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    }
+/* Accepts the pending connection and drops it at once; leaving it in the
+ * backlog would stall the listener (libuv waits for that accept). With
+ * nothing pending (a failed wire_conn_accept already took it) uv_accept
+ * just fails. */
+static void conn_reject(trk_server_t *srv, uv_stream_t *ls) {
+  uv_tcp_t *tmp = malloc(sizeof(*tmp));
+  if (tmp == NULL || uv_tcp_init(srv->loop, tmp) < 0) {
+    free(tmp);
+    return;
   }
-  snprintf(c->remote, sizeof(c->remote), "%s:%d", c->ip, port);
+  (void)uv_accept(ls, (uv_stream_t *)tmp);
+  uv_close((uv_handle_t *)tmp, reject_closed_cb);
 }
 
 static void on_connection(uv_stream_t *ls, int status) {
   trk_server_t *srv = ls->data;
   if (status < 0 || srv->closing)
     return;
-  bool full = srv->preauth >= TRK_MAX_PREAUTH_CONNS ||
-              srv->st.conns >= TRK_MAX_PEERS + TRK_MAX_PREAUTH_CONNS;
-  if (full) {
-    /* Accept and drop at once, or the backlog would keep waking us. */
-    uv_tcp_t *tmp = malloc(sizeof(*tmp));
-    if (tmp == NULL || uv_tcp_init(srv->loop, tmp) < 0) {
-      free(tmp);
-      return;
-    }
-    if (uv_accept(ls, (uv_stream_t *)tmp) == 0)
-      WS_LOGW("connection refused: %u handshaking, %u total", srv->preauth,
-              srv->st.conns);
-    conn_reject(srv, tmp);
+  if (srv->preauth >= TRK_MAX_PREAUTH_CONNS ||
+      srv->st.conns >= TRK_MAX_PEERS + TRK_MAX_PREAUTH_CONNS) {
+    WS_LOGW("connection refused: %u handshaking, %u total", srv->preauth,
+            srv->st.conns);
+    srv->st.rejected++;
+    conn_reject(srv, ls);
     return;
   }
   trk_conn_t *c = calloc(1, sizeof(*c));
-  if (c == NULL)
-    return;
-  c->reader = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
-  if (c->reader == NULL || uv_tcp_init(srv->loop, &c->tcp) < 0) {
-    ws_frame_reader_free(c->reader);
+  int rc = c != NULL ? wire_conn_accept(ls, &srv->cfg, &k_conn_cbs, c, &c->wc)
+                     : -ENOMEM;
+  if (rc < 0) {
+    WS_LOGW("accept failed: %s", ws_strerror(rc));
     free(c);
+    conn_reject(srv, ls);
     return;
   }
-  c->tcp.data = c;
   c->srv = srv;
-  c->id = ++srv->next_id;
+  c->id = wire_conn_id(c->wc);
   c->state = TRK_CONN_HANDSHAKE;
-  c->accepted_ms = c->last_rx_ms = c->window_ms = uv_now(srv->loop);
+  c->window_ms = uv_now(srv->loop);
   c->next = srv->conns;
   if (srv->conns != NULL)
     srv->conns->prev = c;
   srv->conns = c;
-  srv->live_handles++;
   srv->st.conns++;
-  srv->preauth++;
   srv->st.accepted++;
-  int rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
-  if (rc == 0) {
-    conn_name(c);
-    uv_tcp_nodelay(&c->tcp, 1);
-    rc = ws_hs_init(&c->hs, srv->key, false);
-  }
-  if (rc == 0)
-    rc = trk_conn_hello(c);
-  if (rc == 0 && c->state != TRK_CONN_CLOSING)
-    rc = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
-  if (rc < 0)
-    trk_conn_close(c, false, ws_strerror(rc));
+  srv->preauth++;
+  WS_LOGD("conn#%llu %s:%u: accepted", (unsigned long long)c->id,
+          wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->addr_port);
 }
+
+/* ---- sweep ------------------------------------------------------------ */
 
 static void sweep_cb(uv_timer_t *tm) {
   trk_server_t *srv = tm->data;
-  uint64_t now = uv_now(srv->loop);
-  if (!srv->closing)
-    trk_tracker_tick(srv->t, now);
-  trk_conn_t *next;
-  for (trk_conn_t *c = srv->conns; c != NULL; c = next) {
-    next = c->next; /* closing unlinks only in the close callback */
-    if (c->state == TRK_CONN_CLOSING) {
-      if (now - c->closing_ms >= TRK_CONN_CLOSE_GRACE_MS &&
-          !uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
-      continue;
-    }
-    if (c->state == TRK_CONN_HANDSHAKE &&
-        now - c->accepted_ms >= TRK_HANDSHAKE_TIMEOUT_MS) {
-      trk_conn_close(c, false, "handshake timeout");
-      continue;
-    }
-    if (now - c->last_rx_ms >= TRK_CONN_IDLE_TIMEOUT_MS) {
-      trk_conn_close(c, false, "idle timeout");
-      continue;
-    }
-    if (c->throttled) {
+  trk_tracker_tick(srv->t, uv_now(srv->loop));
+  for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
+    if (c->state == TRK_CONN_READY && c->throttled) {
       c->throttled = false;
-      int rc = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
-      if (rc < 0)
-        trk_conn_close(c, false, uv_strerror(rc));
+      wire_conn_read_resume(c->wc);
     }
   }
 }
+
+/* ---- public ----------------------------------------------------------- */
 
 int trk_server_new(uv_loop_t *loop, trk_tracker_t *t, const uint8_t key[32],
                    trk_server_t **out) {
@@ -409,7 +331,17 @@ int trk_server_new(uv_loop_t *loop, trk_tracker_t *t, const uint8_t key[32],
     return -ENOMEM;
   srv->loop = loop;
   srv->t = t;
-  memcpy(srv->key, key, sizeof(srv->key));
+  wire_conn_cfg_init(&srv->cfg);
+  memcpy(srv->cfg.key, key, sizeof(srv->cfg.key));
+  snprintf(srv->cfg.node_id, sizeof(srv->cfg.node_id), "%s", TRK_NODE_NAME);
+  srv->cfg.role = WS_ROLE_TRACKER;
+  srv->cfg.handshake_timeout_ms = TRK_HANDSHAKE_TIMEOUT_MS;
+  srv->cfg.idle_timeout_ms = TRK_CONN_IDLE_TIMEOUT_MS;
+  srv->cfg.linger_timeout_ms = TRK_CONN_CLOSE_GRACE_MS;
+  srv->cfg.max_body = WS_MAX_BODY;
+  srv->cfg.max_payload = 0; /* nothing a peer sends the tracker has one */
+  srv->cfg.sendq_max_bytes = TRK_CONN_WRITE_QUEUE_MAX;
+  srv->cfg.sendq_low_bytes = TRK_CONN_WRITE_QUEUE_MAX / 2u;
   rc = uv_tcp_init(loop, &srv->listener);
   if (rc < 0)
     goto fail_srv;
@@ -428,16 +360,18 @@ int trk_server_new(uv_loop_t *loop, trk_tracker_t *t, const uint8_t key[32],
   return 0;
 
 fail_timer:
-  /* Handles are closed through the normal path so the loop stays clean. */
+  /* Handles are closed through the normal path so the loop stays clean;
+   * srv is freed by the last close callback. */
   srv->closing = true;
-  uv_close((uv_handle_t *)&srv->sweep, listener_closed_cb);
-  uv_close((uv_handle_t *)&srv->listener, listener_closed_cb);
+  uv_close((uv_handle_t *)&srv->sweep, handle_closed_cb);
+  uv_close((uv_handle_t *)&srv->listener, handle_closed_cb);
   return rc;
 fail_listener:
   srv->closing = true;
-  uv_close((uv_handle_t *)&srv->listener, listener_closed_cb);
+  uv_close((uv_handle_t *)&srv->listener, handle_closed_cb);
   return rc;
 fail_srv:
+  sodium_memzero(srv->cfg.key, sizeof(srv->cfg.key));
   free(srv);
   return rc;
 }
@@ -473,27 +407,26 @@ void trk_server_close(trk_server_t *srv, trk_server_close_cb cb, void *arg) {
   srv->closing = true;
   srv->close_cb = cb;
   srv->close_arg = arg;
-  uv_close((uv_handle_t *)&srv->listener, listener_closed_cb);
-  /* The sweep keeps running until the last connection is gone, forcing
-   * flushes that take longer than TRK_CONN_CLOSE_GRACE_MS. */
-  if (srv->conns == NULL)
-    uv_close((uv_handle_t *)&srv->sweep, listener_closed_cb);
+  uv_close((uv_handle_t *)&srv->listener, handle_closed_cb);
+  uv_close((uv_handle_t *)&srv->sweep, handle_closed_cb);
+  /* Each wire_conn flushes its GOODBYE within TRK_CONN_CLOSE_GRACE_MS (its
+   * linger timeout) and then reports on_close; nothing closes synchronously,
+   * so the list is safe to walk. */
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
-    if (c->state == TRK_CONN_READY) {
-      ws_msg_t m;
-      memset(&m, 0, sizeof(m));
-      m.type = WS_MSG_GOODBYE;
-      m.u.goodbye.reason = WS_BYE_SHUTDOWN;
-      if (trk_conn_send(c, &m) < 0)
-        continue; /* already closing */
-      trk_conn_close(c, true, "tracker shutting down");
-    } else if (c->state == TRK_CONN_HANDSHAKE) {
-      trk_conn_close(c, false, "tracker shutting down");
-    }
+    if (c->state == TRK_CONN_READY)
+      trk_conn_goodbye(c, WS_BYE_SHUTDOWN, "tracker shutting down");
+    else
+      trk_conn_close(c, 0, "tracker shutting down");
   }
 }
 
 void trk_server_stats(const trk_server_t *srv, trk_server_stats_t *out) {
+  wire_conn_stats_t ws;
   *out = srv->st;
   out->preauth = srv->preauth;
+  for (const trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
+    wire_conn_stats(c->wc, &ws);
+    out->frames_in += ws.frames_in;
+    out->frames_out += ws.frames_out;
+  }
 }

@@ -1,12 +1,12 @@
 /* trk_server.h - p2p-tracker's peer protocol listener.
  *
- * Accepts TCP connections from p2pd, runs the cluster-key handshake
- * (proto/), then turns ANNOUNCE, HAVE, LEASE_RENEW and LEASE_RELEASE frames
- * into trk_tracker_t calls and answers with ANNOUNCE_REPLY (or ERROR). One
- * authenticated connection = one registered peer; closing it disconnects
- * the peer (its leases become leasable at once). A periodic sweep expires
- * leases, times out handshakes and idle peers, and resumes throttled
- * readers. Loop thread only.
+ * Accepts TCP connections from p2pd, each as a wire_conn (proto/: the
+ * cluster-key handshake, sealed frames, send queue, handshake/idle/linger
+ * timeouts), then turns ANNOUNCE, HAVE, LEASE_RENEW and LEASE_RELEASE
+ * messages into trk_tracker_t calls and answers with ANNOUNCE_REPLY (or
+ * ERROR). One authenticated connection = one registered peer; closing it
+ * disconnects the peer (its leases become leasable at once). A periodic
+ * sweep expires leases and resumes throttled readers. Loop thread only.
  */
 #ifndef TRK_SERVER_H
 #define TRK_SERVER_H
@@ -22,10 +22,10 @@ typedef void (*trk_server_close_cb)(trk_server_t *srv, void *arg);
 
 typedef struct {
   uint64_t accepted;
-  uint64_t rejected; /* over a connection cap */
-  uint64_t auth_failed;
-  uint64_t protocol_errors;
-  uint64_t frames_in;
+  uint64_t rejected;        /* over a connection cap */
+  uint64_t auth_failed;     /* wrong cluster key or a bad frame MAC */
+  uint64_t protocol_errors; /* connections closed for bad input */
+  uint64_t frames_in;       /* handshake frames included */
   uint64_t frames_out;
   uint32_t conns;
   uint32_t preauth;

@@ -1,8 +1,10 @@
-/* trk_server_msg.c - what the tracker does with each frame a peer sends.
+/* trk_server_msg.c - what the tracker does with a connection once it is
+ * authenticated: registering its peer, and each message it sends.
  *
- * Before authentication only HELLO and AUTH move the handshake on (ERROR
- * and GOODBYE close); after it every frame must carry a valid MAC and
- * ANNOUNCE / HAVE / LEASE_RENEW / LEASE_RELEASE drive the tracker. Replies:
+ * The wire_conn has already checked the handshake, every frame's MAC and
+ * the message encoding, and skipped unknown types; what arrives here is a
+ * decoded message. ANNOUNCE / HAVE / LEASE_RENEW / LEASE_RELEASE drive the
+ * tracker. Replies:
  *   ANNOUNCE      -> ANNOUNCE_REPLY (peers, every lease held, wanted)
  *   HAVE          -> ANNOUNCE_REPLY with the lease list, only if it grew
  *   LEASE_RENEW   -> ANNOUNCE_REPLY with the lease list if a chunk was done,
@@ -12,7 +14,8 @@
  * for that digest; its peer and wanted lists are hints to add, not a set
  * to replace (docs/tracker.md). Semantic errors (caps, rate limit, a chunk
  * count that disagrees with the swarm) answer ERROR and keep the
- * connection; malformed frames close it. Loop thread only.
+ * connection; a message not meant for a tracker gets GOODBYE (protocol).
+ * Loop thread only.
  */
 #include "trk_server-int.h"
 
@@ -27,17 +30,7 @@ static uint64_t now_ms(const trk_conn_t *c) {
 
 static void protocol_error(trk_conn_t *c, const char *why) {
   c->srv->st.protocol_errors++;
-  if (c->state == TRK_CONN_READY) {
-    ws_msg_t m;
-    memset(&m, 0, sizeof(m));
-    m.type = WS_MSG_GOODBYE;
-    m.u.goodbye.reason = WS_BYE_PROTOCOL;
-    if (trk_conn_send(c, &m) < 0)
-      return;
-    trk_conn_close(c, true, why);
-    return;
-  }
-  trk_conn_close(c, false, why);
+  trk_conn_goodbye(c, WS_BYE_PROTOCOL, why);
 }
 
 /* ---- replies ---------------------------------------------------------- */
@@ -94,7 +87,8 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
 static void send_result(trk_conn_t *c, int rc, const char *what) {
   char msg[WS_ERRMSG_MAX + 1];
   snprintf(msg, sizeof(msg), "%s: %s", what, ws_strerror(rc));
-  WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id, c->node_id, msg);
+  WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id,
+          wire_conn_peer(c->wc)->node_id, msg);
   trk_conn_send_error(c, rc, msg);
 }
 
@@ -102,15 +96,16 @@ static void send_result(trk_conn_t *c, int rc, const char *what) {
 
 static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
   trk_server_t *srv = c->srv;
+  const wire_peer_t *p = wire_conn_peer(c->wc);
   trk_reply_t r;
   trk_announce_t ta;
   ws_hash_t d;
   memcpy(d.b, a->digest, sizeof(d.b));
   /* Omitted fields are 0 / "": keep what HELLO said. */
-  trk_peer_info_t info = {.node_id = c->node_id,
-                          .addr = c->ip,
-                          .port = a->port != 0 ? a->port : c->port,
-                          .zone = a->zone[0] != '\0' ? a->zone : c->zone};
+  trk_peer_info_t info = {.node_id = p->node_id,
+                          .addr = p->addr,
+                          .port = a->port != 0 ? a->port : p->listen_port,
+                          .zone = a->zone[0] != '\0' ? a->zone : p->zone};
   int rc = trk_tracker_peer_update(srv->t, c->peer, &info);
   if (rc < 0) {
     send_result(c, rc, "announce: bad port or zone");
@@ -184,164 +179,67 @@ static void on_lease(trk_conn_t *c, uint8_t type, const ws_lease_upd_t *u) {
     send_reply(c, &d, &r);
 }
 
-static void on_ready_frame(trk_conn_t *c, const ws_frame_t *f) {
-  ws_msg_t m;
-  int rc = ws_frame_open(&c->sess, f);
-  if (rc < 0) {
-    c->srv->st.auth_failed++;
-    trk_conn_close(c, false, "bad frame MAC");
-    return;
-  }
-  if (!ws_msg_type_known(f->type))
-    return; /* forward compatibility: skip */
-  switch (f->type) {
+/* ---- dispatch --------------------------------------------------------- */
+
+void trk_conn_on_msg(trk_conn_t *c, const ws_msg_t *m) {
+  switch (m->type) {
   case WS_MSG_ANNOUNCE:
-  case WS_MSG_HAVE:
-  case WS_MSG_LEASE_RENEW:
-  case WS_MSG_LEASE_RELEASE:
-  case WS_MSG_ERROR:
-  case WS_MSG_GOODBYE:
-    break;
-  case WS_MSG_MANIFEST_REQ:
-    trk_conn_send_error(c, WS_ENOTFOUND, "the tracker holds no manifests");
-    return;
-  default:
-    protocol_error(c, "message not for a tracker");
-    return;
-  }
-  rc = ws_msg_decode(f, &m);
-  if (rc < 0) {
-    protocol_error(c, ws_strerror(rc));
-    return;
-  }
-  switch (m.type) {
-  case WS_MSG_ANNOUNCE:
-    on_announce(c, &m.u.announce);
+    on_announce(c, &m->u.announce);
     break;
   case WS_MSG_HAVE:
-    on_have(c, &m.u.have);
+    on_have(c, &m->u.have);
     break;
   case WS_MSG_LEASE_RENEW:
   case WS_MSG_LEASE_RELEASE:
-    on_lease(c, m.type, &m.u.lease);
+    on_lease(c, m->type, &m->u.lease);
     break;
   case WS_MSG_ERROR:
     WS_LOGW("conn#%llu node=%s: peer reports error %d: %s",
-            (unsigned long long)c->id, c->node_id, (int)m.u.error.code,
-            m.u.error.msg);
+            (unsigned long long)c->id, wire_conn_peer(c->wc)->node_id,
+            (int)m->u.error.code, m->u.error.msg);
     break;
-  default: /* GOODBYE */
-    trk_conn_close(c, false, "goodbye");
+  case WS_MSG_GOODBYE:
+    trk_conn_close(c, 0, "goodbye");
+    break;
+  case WS_MSG_MANIFEST_REQ:
+    trk_conn_send_error(c, WS_ENOTFOUND, "the tracker holds no manifests");
+    break;
+  default:
+    protocol_error(c, "message not for a tracker");
     break;
   }
-  ws_msg_free(&m);
 }
 
-/* ---- handshake -------------------------------------------------------- */
+/* ---- registration ----------------------------------------------------- */
 
-static void on_hello(trk_conn_t *c, const ws_frame_t *f) {
-  ws_hello_t h;
-  if (c->hello_seen) {
-    protocol_error(c, "second HELLO");
-    return;
-  }
-  int rc = ws_hs_hello_recv(&c->hs, f, &h);
-  if (rc < 0) {
-    protocol_error(c, ws_strerror(rc));
-    return;
-  }
-  if (h.role != WS_ROLE_PEER) {
-    protocol_error(c, "HELLO from a non-peer");
-    return;
-  }
-  c->hello_seen = true;
-  memcpy(c->node_id, h.node_id, sizeof(c->node_id));
-  memcpy(c->zone, h.zone, sizeof(c->zone));
-  c->port = h.port;
-}
-
-/* Both AUTHs checked: register the peer. */
-static void conn_ready(trk_conn_t *c) {
+void trk_conn_register(trk_conn_t *c) {
   trk_server_t *srv = c->srv;
+  const wire_peer_t *p = wire_conn_peer(c->wc);
   trk_peer_id_t id, old = 0;
-  trk_peer_info_t info = {
-      .node_id = c->node_id, .addr = c->ip, .port = c->port, .zone = c->zone};
-  ws_frame_reader_set_limits(c->reader, WS_MAX_BODY, 0);
-  srv->preauth--;
-  trk_conn_set_state(c, TRK_CONN_READY);
+  trk_peer_info_t info = {.node_id = p->node_id,
+                          .addr = p->addr,
+                          .port = p->listen_port,
+                          .zone = p->zone};
   int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
   if (rc < 0) {
     WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
-            c->remote, c->node_id, ws_strerror(rc));
+            p->addr, p->node_id, ws_strerror(rc));
+    /* The ERROR says why; GOODBYE closes once it has gone out. */
     trk_conn_send_error(c, rc, ws_strerror(rc));
-    trk_conn_close(c, true, "refused");
+    trk_conn_goodbye(c, WS_BYE_SHUTDOWN, "refused");
     return;
   }
   c->peer = id;
   WS_LOGI("conn#%llu %s node=%s zone=%s port=%u: peer joined",
-          (unsigned long long)c->id, c->remote, c->node_id, c->zone,
-          (unsigned)c->port);
+          (unsigned long long)c->id, p->addr, p->node_id, p->zone,
+          (unsigned)p->listen_port);
   if (old != 0) {
     /* The node reconnected; its old connection is stale. Its peer record
      * is already gone, so closing it must not disconnect anything. */
     trk_conn_t *stale = trk_server_find_peer(srv, old);
     if (stale != NULL) {
       stale->peer = 0;
-      trk_conn_close(stale, false, "replaced by a new connection");
+      trk_conn_close(stale, 0, "replaced by a new connection");
     }
-  }
-}
-
-static void on_auth(trk_conn_t *c, const ws_frame_t *f) {
-  ws_pbuf_t b;
-  if (!c->hello_seen) {
-    protocol_error(c, "AUTH before HELLO");
-    return;
-  }
-  int rc = ws_hs_auth_recv(&c->hs, f);
-  if (rc < 0) {
-    /* Wrong cluster key: close without a word (docs/protocol.md §4). */
-    c->srv->st.auth_failed++;
-    WS_LOGW("conn#%llu %s: authentication failed", (unsigned long long)c->id,
-            c->remote);
-    trk_conn_close(c, false, "authentication failed");
-    return;
-  }
-  ws_pbuf_init(&b, WS_MAX_BODY_PREAUTH + WS_FRAME_HDR_LEN);
-  rc = ws_hs_auth_encode(&c->hs, &b);
-  if (rc == 0)
-    rc = ws_hs_session(&c->hs, &c->sess);
-  if (rc < 0) {
-    ws_pbuf_free(&b);
-    protocol_error(c, ws_strerror(rc));
-    return;
-  }
-  /* Our AUTH goes out as encoded (unsealed); every later frame is
-   * sealed because the state is READY by then. */
-  rc = trk_conn_write(c, b.data, b.len);
-  ws_pbuf_free(&b);
-  if (rc == 0)
-    conn_ready(c);
-}
-
-void trk_conn_on_frame(trk_conn_t *c, const ws_frame_t *f) {
-  if (c->state == TRK_CONN_READY) {
-    on_ready_frame(c, f);
-    return;
-  }
-  switch (f->type) {
-  case WS_MSG_HELLO:
-    on_hello(c, f);
-    break;
-  case WS_MSG_AUTH:
-    on_auth(c, f);
-    break;
-  case WS_MSG_ERROR:
-  case WS_MSG_GOODBYE:
-    trk_conn_close(c, false, "peer gave up during handshake");
-    break;
-  default:
-    protocol_error(c, "unexpected frame before authentication");
-    break;
   }
 }
