@@ -501,7 +501,7 @@ static void s3_xfer_done(ws_curl_uv_xfer_t *x, CURLcode cc) {
   curl_easy_getinfo(r->xfer.easy, CURLINFO_RESPONSE_CODE, &r->http);
   xfer_release(r);
   s3->running--;
-  s3_kick(s3); /* a slot is free: queued requests may start */
+  s3_kick(s3);              /* a slot is free: queued requests may start */
   r->state = S3_REQ_QUEUED; /* provisional: finish/retry decide below */
   if (r->cancel) {
     r->state = S3_REQ_QUEUED;

@@ -55,11 +55,10 @@
 /* --- peer protocol listener (trk_server.c) ---------------------------- */
 #define TRK_MAX_PREAUTH_CONNS 128u          /* connections still handshaking */
 #define TRK_HANDSHAKE_TIMEOUT_MS 10000u     /* accept -> both AUTHs checked */
-#define TRK_CONN_IDLE_TIMEOUT_MS 60000u     /* no frame from an authed peer */
+#define TRK_CONN_IDLE_TIMEOUT_MS 60000u     /* no byte either way */
 #define TRK_CONN_CLOSE_GRACE_MS 5000u       /* flush before a forced close */
 #define TRK_CONN_WRITE_QUEUE_MAX (1u << 20) /* unsent reply bytes per conn */
 #define TRK_CONN_FRAMES_PER_S 2000u         /* then reading pauses a second */
-#define TRK_READ_BUF_BYTES (64u << 10)      /* one shared read buffer */
 #define TRK_NODE_NAME "p2p-tracker"         /* our HELLO node id */
 
 /* --- HTTP API (trk_http.c) --------------------------------------------- */
