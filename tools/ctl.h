@@ -27,5 +27,6 @@ int ctl_pin_main(int argc, char **argv);
 int ctl_unpin_main(int argc, char **argv);
 int ctl_evict_main(int argc, char **argv);
 int ctl_verify_main(int argc, char **argv);
+int ctl_seed_main(int argc, char **argv);
 
 #endif

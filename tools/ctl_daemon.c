@@ -7,6 +7,7 @@
  *   ls [--json]
  *   pin DIGEST | unpin DIGEST | evict DIGEST
  *   verify DIGEST [--json]                 re-hash the cached files
+ *   seed DIGEST | DIR --manifest FILE|URI   serve a release this node has
  *
  * Progress goes to stderr: a redrawn bar when stderr is a terminal, a plain
  * line every few seconds otherwise (logs of init containers). Exit codes:
@@ -16,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ typedef struct {
   const char *pos;
   int has_pos;
   const char *digest;
+  const char *manifest; /* seed: path or s3:// URI */
   int wait;
   int json;
   double timeout_s; /* < 0: none */
@@ -59,12 +62,17 @@ static int dargs_parse(int argc, char **argv, dargs_t *a) {
       a->wait = 1;
     } else if (strcmp(s, "--json") == 0) {
       a->json = 1;
-    } else if (strcmp(s, "--timeout") == 0 || strcmp(s, "--digest") == 0) {
+    } else if (strcmp(s, "--timeout") == 0 || strcmp(s, "--digest") == 0 ||
+               strcmp(s, "--manifest") == 0) {
       if (i + 1 >= argc)
         return WS_EUSAGE;
       const char *v = argv[++i];
       if (s[2] == 'd') {
         a->digest = v;
+        continue;
+      }
+      if (s[2] == 'm') {
+        a->manifest = v;
         continue;
       }
       char *end = NULL;
@@ -461,4 +469,58 @@ int ctl_evict_main(int argc, char **argv) {
 
 int ctl_verify_main(int argc, char **argv) {
   return ctl_action(argc, argv, "verify", "POST", "verify");
+}
+
+/* seed DIGEST | seed DIR --manifest FILE|URI: serve a release this node
+ * has. DIR and FILE are made absolute here: p2pd reads them itself. */
+int ctl_seed_main(int argc, char **argv) {
+  static const char usage_text[] =
+      "sha256-HEX | DIR --manifest FILE|s3://BUCKET/PREFIX/ [--json]";
+  char dir[PATH_MAX], mpath[PATH_MAX];
+  dargs_t a;
+  cJSON *body, *r = NULL;
+  long status = 0;
+  int ex;
+
+  if (dargs_parse(argc, argv, &a) != 0 || !a.has_pos || a.wait)
+    return ctl_usage("seed", usage_text);
+  body = cJSON_CreateObject();
+  if (body == NULL)
+    return CTL_EXIT_FAIL;
+  if (a.manifest == NULL) {
+    if (!ctl_digest_ok(a.pos)) {
+      cJSON_Delete(body);
+      return ctl_usage("seed", usage_text);
+    }
+    cJSON_AddStringToObject(body, "digest", a.pos);
+  } else {
+    if (realpath(a.pos, dir) == NULL) {
+      fprintf(stderr, "p2pctl seed: %s: %s\n", a.pos, strerror(errno));
+      cJSON_Delete(body);
+      return CTL_EXIT_FAIL;
+    }
+    if (strncmp(a.manifest, "s3://", 5) != 0 &&
+        realpath(a.manifest, mpath) == NULL) {
+      fprintf(stderr, "p2pctl seed: %s: %s\n", a.manifest, strerror(errno));
+      cJSON_Delete(body);
+      return CTL_EXIT_FAIL;
+    }
+    cJSON_AddStringToObject(body, "dir", dir);
+    cJSON_AddStringToObject(body, "manifest",
+                            strncmp(a.manifest, "s3://", 5) == 0 ? a.manifest
+                                                                 : mpath);
+  }
+  /* An import hashes the whole directory: no time limit. */
+  ex = ctl_call("POST", CTL_API "/seed", body, 0, &status, &r);
+  cJSON_Delete(body);
+  if (ex == CTL_EXIT_OK && status != 200)
+    ex = ctl_http_reply_exit(status, r);
+  if (ex == CTL_EXIT_OK) {
+    if (a.json)
+      ctl_print_json(r);
+    else
+      printf("%s seeding\n%s\n", jstr(r, "digest"), jstr(r, "path"));
+  }
+  cJSON_Delete(r);
+  return ex;
 }

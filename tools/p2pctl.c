@@ -25,6 +25,7 @@ static const ctl_cmd_t commands[] = {
     {"unpin", ctl_unpin_main, "DIGEST"},
     {"evict", ctl_evict_main, "DIGEST"},
     {"verify", ctl_verify_main, "DIGEST [--json] (re-hash cached files)"},
+    {"seed", ctl_seed_main, "DIGEST | DIR --manifest FILE|URI [--json]"},
 };
 
 static void usage(FILE *out) {

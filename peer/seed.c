@@ -1,0 +1,298 @@
+/* seed.c - POST /api/v1/seed: serve a release this node already has.
+ *
+ *   {"digest": "sha256-…"}               pin a READY release (it is
+ *                                        announced as a seed like every
+ *                                        ready release)
+ *   {"dir": "/abs/dir", "manifest": M}   import a local directory (a warm
+ *                                        node's weights) into the cache
+ *                                        without downloading anything, pin
+ *                                        it, and serve it. M is an absolute
+ *                                        path to manifest.json or a release
+ *                                        URI s3://…/ (then only manifest.json
+ *                                        is read from S3).
+ *
+ * Import job states: MANIFEST (S3 GET of manifest.json, URI case only) ->
+ * IMPORT (worker: read + parse the manifest file, verify and copy every
+ * file into blobs/ in one hashing pass, publish, pin) -> DONE (loop: the
+ * release joins the table as READY and the reply is sent). Any error ends
+ * the job with an error reply; nothing partial becomes visible.
+ *
+ * Thread: loop thread; seed_import_work runs on a worker.
+ */
+#include "daemon.h"
+#include "peer_config.h"
+#include "release.h"
+#include "swarm.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manifest.h"
+#include "ws_log.h"
+
+typedef struct {
+  peer_daemon_t *d;
+  ws_httpd_req_t *req;
+  char *dir;
+  char *mpath;  /* manifest file, or NULL when mbytes came from S3 */
+  char *mbytes; /* manifest bytes (owned) */
+  size_t mlen, mcap;
+  ws_manifest_t *m;
+  int err;
+  char errmsg[512];
+} seed_job_t;
+
+static void seed_job_free(seed_job_t *j) {
+  free(j->dir);
+  free(j->mpath);
+  free(j->mbytes);
+  ws_manifest_free(j->m);
+  free(j);
+}
+
+static void seed_fail(seed_job_t *j, int err, const char *msg) {
+  WS_LOGW("seed %s: %s", j->dir, msg);
+  ws_httpd_reply_error(j->req, peer_api_status_for(err), err, msg);
+  seed_job_free(j);
+}
+
+/* [worker] The manifest (from the file unless S3 gave it), the import, the
+ * pin. */
+static void seed_import_work(void *arg) {
+  seed_job_t *j = arg;
+  ws_store_t *st = j->d->store;
+  char why[256] = "";
+  int fd = -1;
+
+  if (j->mbytes == NULL) {
+    struct stat sb;
+    fd = open(j->mpath, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+      j->err = -errno;
+      snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", j->mpath,
+               ws_strerror(j->err));
+      goto out;
+    }
+    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > PEER_MANIFEST_MAX_BYTES) {
+      j->err = WS_EMANIFEST;
+      snprintf(j->errmsg, sizeof(j->errmsg),
+               "%s: not a regular file of at most %u bytes", j->mpath,
+               (unsigned)PEER_MANIFEST_MAX_BYTES);
+      goto out;
+    }
+    j->mlen = (size_t)sb.st_size;
+    j->mbytes = malloc(j->mlen + 1);
+    if (j->mbytes == NULL) {
+      j->err = -ENOMEM;
+      goto out;
+    }
+    for (size_t got = 0; got < j->mlen;) {
+      ssize_t n = pread(fd, j->mbytes + got, j->mlen - got, (off_t)got);
+      if (n <= 0) {
+        j->err = n < 0 ? -errno : WS_ETRUNCATED;
+        snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", j->mpath,
+                 ws_strerror(j->err));
+        goto out;
+      }
+      got += (size_t)n;
+    }
+    j->mbytes[j->mlen] = '\0';
+  }
+  j->err = ws_manifest_parse(j->mbytes, j->mlen, NULL, &j->m, why, sizeof(why));
+  if (j->err != 0) {
+    snprintf(j->errmsg, sizeof(j->errmsg), "manifest: %s", why);
+    goto out;
+  }
+  j->err = ws_store_release_import(st, j->m, j->mbytes, j->mlen, j->dir, why,
+                                   sizeof(why));
+  if (j->err != 0) {
+    snprintf(j->errmsg, sizeof(j->errmsg), "%s does not match the manifest: %s",
+             j->dir, why);
+    goto out;
+  }
+  j->err = ws_cache_pin(ws_store_cache(st), &j->m->digest, 1);
+  if (j->err != 0)
+    snprintf(j->errmsg, sizeof(j->errmsg), "pin: %s", ws_strerror(j->err));
+out:
+  if (fd >= 0)
+    close(fd);
+}
+
+static void seed_import_after(void *arg, int status) {
+  seed_job_t *j = arg;
+  peer_release_t *rel;
+  char path[4096];
+  cJSON *o;
+
+  if (status != 0 && j->err == 0) {
+    j->err = status;
+    snprintf(j->errmsg, sizeof(j->errmsg), "import: %s", ws_strerror(status));
+  }
+  if (j->err != 0) {
+    seed_fail(j, j->err, j->errmsg);
+    return;
+  }
+  rel = peer_release_find(j->d, &j->m->digest);
+  if (rel == NULL) {
+    int rc = peer_release_add_ready(j->d, j->m, 1, peer_daemon_now_unix_ms());
+    if (rc != 0) {
+      seed_fail(j, rc, "cannot register the release");
+      return;
+    }
+    rel = peer_release_find(j->d, &j->m->digest);
+  }
+  if (rel == NULL) {
+    seed_fail(j, WS_ENOTFOUND, "release vanished");
+    return;
+  }
+  rel->pinned = 1;
+  peer_swarm_release_ready(j->d, rel);
+  if (ws_store_release_path(j->d->store, &j->m->digest, path, sizeof(path)) ==
+      0)
+    WS_LOGI("seed %s: imported %s (%u files, %llu bytes) from %s", path,
+            rel->digest_str, j->m->nfiles,
+            (unsigned long long)j->m->total_size, j->dir);
+  o = peer_release_json(rel);
+  if (o == NULL) {
+    seed_fail(j, -ENOMEM, "out of memory");
+    return;
+  }
+  ws_httpd_reply_json(j->req, 200, o);
+  j->req = NULL;
+  seed_job_free(j);
+}
+
+static void seed_start_import(seed_job_t *j) {
+  int rc = peer_daemon_queue(j->d, seed_import_work, seed_import_after, j);
+  if (rc != 0)
+    seed_fail(j, rc, "cannot queue the import");
+}
+
+/* ---- manifest.json from S3 (URI case) ----------------------------------- */
+
+static int seed_on_mdata(ws_s3_req_t *req, uint64_t off, const void *buf,
+                         size_t len, void *arg) {
+  seed_job_t *j = arg;
+  (void)req;
+  (void)off;
+  if (len > PEER_MANIFEST_MAX_BYTES - j->mlen)
+    return WS_ELIMIT;
+  if (j->mlen + len + 1 > j->mcap) {
+    size_t cap = j->mcap ? j->mcap : 64 * 1024;
+    char *p;
+    while (cap < j->mlen + len + 1)
+      cap *= 2;
+    if ((p = realloc(j->mbytes, cap)) == NULL)
+      return -ENOMEM;
+    j->mbytes = p;
+    j->mcap = cap;
+  }
+  memcpy(j->mbytes + j->mlen, buf, len);
+  j->mlen += len;
+  j->mbytes[j->mlen] = '\0';
+  return WS_S3_DATA_OK;
+}
+
+static void seed_on_mdone(ws_s3_req_t *req, int status, void *arg) {
+  seed_job_t *j = arg;
+  if (status != 0) {
+    seed_fail(j, status, ws_s3_req_errmsg(req));
+    return;
+  }
+  if (j->mbytes == NULL) {
+    seed_fail(j, WS_EMANIFEST, "manifest.json is empty");
+    return;
+  }
+  seed_start_import(j);
+}
+
+static int seed_fetch_manifest(seed_job_t *j, const char *uri) {
+  ws_s3_uri_t u;
+  char *key;
+  size_t n;
+  int rc = ws_s3_uri_parse(uri, &u);
+  if (rc != 0)
+    return rc;
+  n = strlen(u.key);
+  key = malloc(n + sizeof("/manifest.json"));
+  if (key == NULL) {
+    ws_s3_uri_free(&u);
+    return -ENOMEM;
+  }
+  memcpy(key, u.key, n);
+  if (n > 0 && key[n - 1] != '/')
+    key[n++] = '/';
+  memcpy(key + n, "manifest.json", sizeof("manifest.json"));
+  rc = ws_s3_get(j->d->s3, u.bucket, key, NULL, seed_on_mdata, seed_on_mdone,
+                 j) != NULL
+           ? 0
+           : -ENOMEM;
+  free(key);
+  ws_s3_uri_free(&u);
+  return rc;
+}
+
+/* ---- the route ----------------------------------------------------------- */
+
+void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
+  const cJSON *body = ws_httpd_req_json(req);
+  const cJSON *jd = cJSON_GetObjectItemCaseSensitive(body, "digest");
+  const cJSON *jdir = cJSON_GetObjectItemCaseSensitive(body, "dir");
+  const cJSON *jm = cJSON_GetObjectItemCaseSensitive(body, "manifest");
+  seed_job_t *j;
+  ws_hash_t digest;
+
+  if (cJSON_IsString(jd)) {
+    peer_release_t *rel;
+    if (ws_digest_from_str(jd->valuestring, &digest) != 0) {
+      ws_httpd_reply_error(req, 400, WS_EUSAGE, "digest: want sha256-<hex>");
+      return;
+    }
+    rel = peer_release_find(d, &digest);
+    if (rel == NULL || rel->state != PEER_REL_READY) {
+      ws_httpd_reply_error(req, rel == NULL ? 404 : 409,
+                           rel == NULL ? WS_ENOTFOUND : WS_EBUSY,
+                           rel == NULL ? "release not in this cache"
+                                       : "release not ready yet");
+      return;
+    }
+    /* Pinning touches the state file: reuse the import job's worker path
+     * with nothing to import is overkill; pin through the API's own pin
+     * route semantics instead. */
+    peer_api_pin(d, req, rel, 1);
+    return;
+  }
+  if (!cJSON_IsString(jdir) || jdir->valuestring[0] != '/' ||
+      !cJSON_IsString(jm) || jm->valuestring[0] == '\0') {
+    ws_httpd_reply_error(req, 400, WS_EUSAGE,
+                         "want {\"digest\"} or {\"dir\": absolute path, "
+                         "\"manifest\": absolute path or s3:// URI}");
+    return;
+  }
+  j = calloc(1, sizeof(*j));
+  if (j == NULL || (j->dir = strdup(jdir->valuestring)) == NULL) {
+    free(j);
+    ws_httpd_reply_error(req, 500, -ENOMEM, "out of memory");
+    return;
+  }
+  j->d = d;
+  j->req = req;
+  if (strncmp(jm->valuestring, "s3://", 5) == 0) {
+    int rc = seed_fetch_manifest(j, jm->valuestring);
+    if (rc != 0)
+      seed_fail(j, rc, "manifest URI: want s3://bucket/prefix/");
+    return;
+  }
+  if (jm->valuestring[0] != '/' ||
+      (j->mpath = strdup(jm->valuestring)) == NULL) {
+    seed_fail(j, WS_EUSAGE, "manifest: want an absolute path or s3:// URI");
+    return;
+  }
+  seed_start_import(j);
+}
