@@ -40,6 +40,23 @@ def sha256_bytes_s_one_core():
     return float(m.group(1)) * 1000
 
 
+def disk_bytes_s(dirpath, size=512 * MiB):
+    """Durable write speed of the cache's filesystem: what p2pd must do for
+    every byte (data fdatasync'd before its chunk counts)."""
+    path = os.path.join(dirpath, "ddtest")
+    buf = os.urandom(16 * MiB)
+    t0 = time.time()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(size // len(buf)):
+            os.write(fd, buf)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return size / (time.time() - t0)
+
+
 def run(a):
     build()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -81,6 +98,7 @@ def run(a):
         if trk:
             trk.stop()
         shutil.rmtree(work, ignore_errors=True)
+    disk = disk_bytes_s(tempfile.gettempdir())
     tcp = iperf3_bytes_s()
     sha1 = sha256_bytes_s_one_core()
     cores = min(os.cpu_count() or 1, 8)
@@ -89,6 +107,8 @@ def run(a):
            "p2p_mib_s": round(F / MiB / t, 1), "iperf3_mib_s": round(tcp / MiB, 1),
            "sha256_mib_s_per_core": round(sha1 / MiB, 1), "cores": cores,
            "bound_mib_s": round(bound / MiB, 1), "ratio": round(F / t / bound, 3),
+           "disk_durable_mib_s": round(disk / MiB, 1),
+           "ratio_to_disk": round(F / t / disk, 3),
            "cpu_s": round(cpu, 2), "peak_rss_seed_mib": round(rss_seed, 1),
            "peak_rss_fetch_mib": round(rss_fetch, 1), "verified": ok}
     if a.json:
@@ -97,5 +117,6 @@ def run(a):
         print(f"local: {F / MiB:.0f} MiB seed -> fetcher in {t:.2f}s = {res['p2p_mib_s']} MiB/s "
               f"(verified={ok}); iperf3 loopback {res['iperf3_mib_s']} MiB/s, SHA-256 "
               f"{res['sha256_mib_s_per_core']} MiB/s/core x {cores}; ratio to "
-              f"min(...) = {res['ratio']}; CPU {res['cpu_s']}s; peak RSS seed "
+              f"min(...) = {res['ratio']}; durable disk writes {res['disk_durable_mib_s']} "
+              f"MiB/s (ratio {res['ratio_to_disk']}); CPU {res['cpu_s']}s; peak RSS seed "
               f"{res['peak_rss_seed_mib']} MiB, fetcher {res['peak_rss_fetch_mib']} MiB")
