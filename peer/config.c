@@ -8,14 +8,18 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "peer_config.h"
+#include "proto.h"
 
 typedef enum {
   KEY_CACHE,
@@ -27,6 +31,12 @@ typedef enum {
   KEY_CAPACITY,
   KEY_S3_CONCURRENCY,
   KEY_LOG_LEVEL,
+  KEY_NODE_ID,
+  KEY_ZONE,
+  KEY_UPLOAD_RATE,
+  KEY_DOWNLOAD_RATE,
+  KEY_MAX_NEIGHBORS,
+  KEY_TEST_CORRUPT_SERVE,
   KEY_CONFIG,
   KEY_LAST
 } config_key_t;
@@ -45,6 +55,15 @@ static const struct {
     [KEY_CAPACITY] = {"capacity", "P2P_CAPACITY", "BYTES"},
     [KEY_S3_CONCURRENCY] = {"s3-concurrency", "P2P_S3_CONCURRENCY", "N"},
     [KEY_LOG_LEVEL] = {"log-level", "P2P_LOG_LEVEL", "LEVEL"},
+    [KEY_NODE_ID] = {"node-id", "P2P_NODE_ID", "ID"},
+    [KEY_ZONE] = {"zone", "P2P_ZONE", "ZONE"},
+    [KEY_UPLOAD_RATE] = {"upload-rate", "P2P_UPLOAD_RATE", "BYTES/s"},
+    [KEY_DOWNLOAD_RATE] = {"download-rate", "P2P_DOWNLOAD_RATE", "BYTES/s"},
+    [KEY_MAX_NEIGHBORS] = {"max-neighbors", "P2P_MAX_NEIGHBORS", "N"},
+    /* Test builds only (-Dfault_inject=true): flips a byte in every chunk
+     * served, for the fault suite. Value 1/0. */
+    [KEY_TEST_CORRUPT_SERVE] = {"test-corrupt-serve", "P2P_TEST_CORRUPT_SERVE",
+                                "1"},
     [KEY_CONFIG] = {"config", "P2P_CONFIG", "FILE"},
 };
 
@@ -234,6 +253,8 @@ static int config_parse_argv(int argc, char **argv,
     }
     if (eq != NULL) {
       flag_vals[k] = eq + 1;
+    } else if (k == KEY_TEST_CORRUPT_SERVE) {
+      flag_vals[k] = "1"; /* a switch */
     } else if (i + 1 < argc) {
       flag_vals[k] = argv[++i];
     } else {
@@ -242,6 +263,138 @@ static int config_parse_argv(int argc, char **argv,
     }
   }
   return 0;
+}
+
+int peer_config_read_key(const char *path, uint8_t key[32]) {
+  char buf[256];
+  size_t len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  for (;;) {
+    ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+    if (len == sizeof(buf) - 1)
+      break;
+  }
+  close(fd);
+  buf[len] = '\0';
+  char *p = buf;
+  while (*p != '\0' && isspace((unsigned char)*p))
+    p++;
+  size_t n = strlen(p);
+  while (n > 0 && isspace((unsigned char)p[n - 1]))
+    n--;
+  ws_hash_t h;
+  int rc = n == 64 ? ws_hash_from_hex(p, n, &h) : WS_EKEY;
+  memset(buf, 0, sizeof(buf));
+  if (rc != 0)
+    return WS_EKEY;
+  memcpy(key, h.b, 32);
+  memset(&h, 0, sizeof(h));
+  return 0;
+}
+
+/* Node ids are sent in HELLO: printable, no spaces, 1..WS_NODE_ID_MAX. */
+static int config_node_id_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > WS_NODE_ID_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isgraph((unsigned char)s[i]))
+      return 0;
+  }
+  return 1;
+}
+
+static int config_node_id_random(char **out) {
+  uint8_t b[PEER_NODE_ID_RANDOM_BYTES];
+  size_t got = 0;
+  while (got < sizeof(b)) {
+    ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -errno;
+    got += (size_t)n;
+  }
+  char *s = malloc(2 * sizeof(b) + 1);
+  if (s == NULL)
+    return -ENOMEM;
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof(b); i++) {
+    s[2 * i] = hex[b[i] >> 4];
+    s[2 * i + 1] = hex[b[i] & 15];
+  }
+  s[2 * sizeof(b)] = '\0';
+  *out = s;
+  return 0;
+}
+
+/* The swarm settings (called after the common ones parsed). */
+static int config_load_swarm(peer_config_t *cfg, const char *v[KEY_LAST]) {
+  int rc;
+  cfg->swarm = v[KEY_LISTEN] != NULL || v[KEY_TRACKER] != NULL;
+  cfg->max_neighbors = PEER_MAX_NEIGHBORS_DEFAULT;
+  if (v[KEY_MAX_NEIGHBORS] != NULL &&
+      config_parse_uint(v[KEY_MAX_NEIGHBORS], 1, PEER_MAX_NEIGHBORS_MAX,
+                        &cfg->max_neighbors) != 0) {
+    fprintf(stderr, "p2pd: --max-neighbors '%s': want 1..%u\n",
+            v[KEY_MAX_NEIGHBORS], PEER_MAX_NEIGHBORS_MAX);
+    return WS_EUSAGE;
+  }
+  if ((v[KEY_UPLOAD_RATE] != NULL &&
+       peer_config_parse_size(v[KEY_UPLOAD_RATE], &cfg->upload_rate) != 0) ||
+      (v[KEY_DOWNLOAD_RATE] != NULL &&
+       peer_config_parse_size(v[KEY_DOWNLOAD_RATE], &cfg->download_rate) !=
+           0)) {
+    fprintf(stderr, "p2pd: --upload-rate/--download-rate: want "
+                    "BYTES[K|M|G] per second (0 = unlimited)\n");
+    return WS_EUSAGE;
+  }
+  if (v[KEY_TEST_CORRUPT_SERVE] != NULL &&
+      strcmp(v[KEY_TEST_CORRUPT_SERVE], "0") != 0) {
+#ifdef WS_FAULT_INJECT
+    cfg->test_corrupt_serve = 1;
+#else
+    fprintf(stderr, "p2pd: --test-corrupt-serve needs a build with "
+                    "-Dfault_inject=true\n");
+    return WS_EUSAGE;
+#endif
+  }
+  if (v[KEY_ZONE] != NULL && strlen(v[KEY_ZONE]) > WS_ZONE_MAX) {
+    fprintf(stderr, "p2pd: --zone: at most %d bytes\n", WS_ZONE_MAX);
+    return WS_EUSAGE;
+  }
+  if (v[KEY_NODE_ID] != NULL && !config_node_id_ok(v[KEY_NODE_ID])) {
+    fprintf(stderr, "p2pd: --node-id: 1..%d printable bytes, no spaces\n",
+            WS_NODE_ID_MAX);
+    return WS_EUSAGE;
+  }
+  if (v[KEY_CLUSTER_KEY] != NULL) {
+    rc = peer_config_read_key(v[KEY_CLUSTER_KEY], cfg->cluster_key);
+    if (rc != 0) {
+      fprintf(stderr, "p2pd: --cluster-key %s: %s\n", v[KEY_CLUSTER_KEY],
+              rc == WS_EKEY ? "expected 64 hex characters" : ws_strerror(rc));
+      return WS_EUSAGE;
+    }
+    cfg->has_cluster_key = 1;
+  }
+  if (v[KEY_NODE_ID] != NULL) {
+    cfg->node_id = strdup(v[KEY_NODE_ID]);
+    rc = cfg->node_id == NULL ? -ENOMEM : 0;
+  } else {
+    rc = config_node_id_random(&cfg->node_id);
+  }
+  if (rc == 0 && v[KEY_ZONE] != NULL && *v[KEY_ZONE] != '\0') {
+    cfg->zone = strdup(v[KEY_ZONE]);
+    rc = cfg->zone == NULL ? -ENOMEM : 0;
+  }
+  return rc;
 }
 
 static int config_dup(char **dst, const char *v) {
@@ -310,7 +463,8 @@ int peer_config_load(peer_config_t *cfg, int argc, char **argv) {
       (rc = config_dup(&cfg->listen, v[KEY_LISTEN])) != 0 ||
       (rc = config_dup(&cfg->tracker, v[KEY_TRACKER])) != 0 ||
       (rc = config_dup(&cfg->cluster_key_file, v[KEY_CLUSTER_KEY])) != 0 ||
-      (rc = config_dup(&cfg->config_file, cfile)) != 0) {
+      (rc = config_dup(&cfg->config_file, cfile)) != 0 ||
+      (rc = config_load_swarm(cfg, v)) != 0) {
     peer_config_free(cfg);
     goto free_file;
   }
@@ -330,5 +484,7 @@ void peer_config_free(peer_config_t *cfg) {
   free(cfg->tracker);
   free(cfg->cluster_key_file);
   free(cfg->config_file);
+  free(cfg->node_id);
+  free(cfg->zone);
   memset(cfg, 0, sizeof(*cfg));
 }

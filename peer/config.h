@@ -22,6 +22,16 @@ typedef struct {
   uint64_t capacity_bytes; /* --capacity; 0 = unlimited */
   unsigned s3_concurrency; /* --s3-concurrency */
   ws_log_level_t log_level;
+  /* Swarm mode: on when listen or tracker is set. */
+  int swarm;
+  uint8_t cluster_key[32]; /* from cluster_key_file; all-zero without */
+  int has_cluster_key;
+  char *node_id;          /* --node-id, or random hex */
+  char *zone;             /* --zone, or NULL */
+  uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */
+  uint64_t download_rate; /* --download-rate BYTES/s; 0 = unlimited */
+  unsigned max_neighbors; /* --max-neighbors */
+  int test_corrupt_serve; /* --test-corrupt-serve (fault-inject builds) */
 } peer_config_t;
 
 /* Returned by peer_config_load for --help / --version (usage printed). */
@@ -32,6 +42,10 @@ typedef struct {
  * WS_EUSAGE / -errno. cfg's strings are new; free with peer_config_free. */
 int peer_config_load(peer_config_t *cfg, int argc, char **argv) WS_MUST_USE;
 void peer_config_free(peer_config_t *cfg);
+
+/* Reads a cluster key file: 64 hex characters, surrounding whitespace
+ * allowed. Blocking (start-up only). 0, WS_EKEY or -errno. */
+int peer_config_read_key(const char *path, uint8_t key[32]) WS_MUST_USE;
 
 /* Parses "123", "64K", "10G", "1.5T" is refused (integers only); K/M/G/T
  * are powers of 1024. Returns 0 or WS_EUSAGE. */

@@ -24,6 +24,7 @@
 #include "origin.h"
 #include "peer_config.h"
 #include "release.h"
+#include "swarm.h"
 #include "ws_log.h"
 
 /* Shutdown steps, driven by stop_timer while STOPPING. */
@@ -147,6 +148,8 @@ typedef struct {
   int status;
   ws_store_t *store;
   ws_manifest_t **ready; /* published releases' manifests */
+  char **ready_bytes;    /* and their bytes (swarm mode: to seed) */
+  size_t *ready_len;
   ws_cache_release_info_t *infos;
   size_t nready;
   peer_job_record_t *jobs;
@@ -165,8 +168,11 @@ static void daemon_open_work(void *arg) {
   if (o->status != 0)
     return;
   o->ready = calloc(n + 1, sizeof(*o->ready));
+  o->ready_bytes = calloc(n + 1, sizeof(*o->ready_bytes));
+  o->ready_len = calloc(n + 1, sizeof(*o->ready_len));
   o->infos = calloc(n + 1, sizeof(*o->infos));
-  if (o->ready == NULL || o->infos == NULL) {
+  if (o->ready == NULL || o->infos == NULL || o->ready_bytes == NULL ||
+      o->ready_len == NULL) {
     o->status = -ENOMEM;
     goto free_infos;
   }
@@ -180,13 +186,16 @@ static void daemon_open_work(void *arg) {
     int rc = ws_store_release_lookup(o->store, &infos[i].digest, &bytes, &len);
     if (rc == 0) {
       rc = ws_manifest_parse(bytes, len, NULL, &o->ready[o->nready], NULL, 0);
-      free(bytes);
+      if (rc != 0)
+        free(bytes);
     }
     if (rc != 0) {
       WS_LOGW("release %s: unreadable manifest in cache (%s); not listed", ds,
               ws_strerror(rc));
       continue;
     }
+    o->ready_bytes[o->nready] = bytes;
+    o->ready_len[o->nready] = len;
     o->infos[o->nready++] = infos[i];
   }
   if (peer_job_records_read(ws_store_root(o->store), &o->jobs, &o->njobs) != 0)
@@ -208,6 +217,13 @@ static void daemon_open_after(void *arg, int status) {
       if (peer_release_add_ready(d, o->ready[i], o->infos[i].pinned,
                                  o->infos[i].published_ns / 1000000u) != 0)
         WS_LOGE("out of memory listing releases");
+      if (d->swarm != NULL) {
+        /* Seeded from the start: the swarm takes manifest and bytes. */
+        peer_swarm_add_ready(d->swarm, o->ready[i], o->ready_bytes[i],
+                             o->ready_len[i]);
+        o->ready[i] = NULL;
+        o->ready_bytes[i] = NULL;
+      }
     }
     daemon_set_state(d, PEER_DAEMON_RUNNING);
     ws_cache_stats_t cs;
@@ -220,9 +236,13 @@ static void daemon_open_after(void *arg, int status) {
       peer_release_resume(d, o->jobs[i].uri, &o->jobs[i].digest);
     daemon_notify("READY=1\nSTATUS=serving");
   }
-  for (size_t i = 0; i < o->nready; i++)
+  for (size_t i = 0; i < o->nready; i++) {
     ws_manifest_free(o->ready[i]);
+    free(o->ready_bytes[i]);
+  }
   free(o->ready);
+  free(o->ready_bytes);
+  free(o->ready_len);
   free(o->infos);
   peer_job_records_free(o->jobs, o->njobs);
   free(o);
@@ -258,7 +278,8 @@ static void daemon_stop_tick(uv_timer_t *t) {
   switch (d->stop_step) {
   case STOP_DRAIN:
     if (d->api != NULL || d->jobs > 0 ||
-        (d->origin != NULL && peer_origin_inflight(d->origin) > 0))
+        (d->origin != NULL && peer_origin_inflight(d->origin) > 0) ||
+        (d->swarm != NULL && peer_swarm_busy(d->swarm)))
       return;
     peer_files_close_all(d);
     d->stop_step = STOP_CLOSE_FILES;
@@ -307,6 +328,7 @@ void peer_daemon_stop(peer_daemon_t *d, int exit_code) {
     ws_httpd_close(d->api, daemon_api_closed, d);
   peer_releases_stop(d);
   peer_origin_stop(d->origin);
+  peer_swarm_stop(d->swarm);
   /* Polled, not event-driven: shutdown is rare and the steps depend on
    * counters spread over every module. */
   uv_timer_start(&d->stop_timer, daemon_stop_tick, 0, DAEMON_STOP_POLL_MS);
@@ -393,10 +415,8 @@ int peer_daemon_init(peer_daemon_t *d, const peer_config_t *cfg) {
             s3c.endpoint != NULL ? s3c.endpoint : "(aws)", ws_strerror(rc));
     return rc;
   }
-  if (cfg->tracker != NULL)
-    WS_LOGW("--tracker %s given: swarm mode is not built yet; running "
-            "standalone",
-            cfg->tracker);
+  if (cfg->swarm && (rc = peer_swarm_new(d, &d->swarm)) != 0)
+    return rc;
   return daemon_api_listen(d);
 }
 
@@ -412,6 +432,7 @@ int peer_daemon_run(peer_daemon_t *d) {
   }
   uv_run(&d->loop, UV_RUN_DEFAULT);
   peer_releases_free(d);
+  peer_swarm_free(d->swarm);
   peer_files_free(d->files);
   peer_origin_free(d->origin);
   peer_bufpool_free(d->pool);

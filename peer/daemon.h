@@ -35,6 +35,7 @@ typedef struct peer_file_s peer_file_t;
 typedef struct peer_files_s peer_files_t;
 typedef struct peer_origin_s peer_origin_t;
 typedef struct peer_bufpool_s peer_bufpool_t;
+typedef struct peer_swarm_s peer_swarm_t;
 
 typedef enum {
   PEER_DAEMON_STARTING,
@@ -46,12 +47,18 @@ typedef enum {
 
 /* Counters exported by /metrics that no library keeps for us. */
 typedef struct {
-  uint64_t chunks_verified; /* chunks hashed OK and committed */
-  uint64_t chunks_failed;   /* chunks whose hash did not match */
-  uint64_t files_refetched; /* whole-file digest failures refetched */
-  uint64_t s3_bytes_chunks; /* chunk bytes received from S3 */
-  uint64_t peer_rx_bytes;   /* swarm mode */
-  uint64_t peer_tx_bytes;   /* swarm mode */
+  uint64_t chunks_verified;   /* chunks hashed OK and committed */
+  uint64_t chunks_failed;     /* chunks whose hash did not match */
+  uint64_t files_refetched;   /* whole-file digest failures refetched */
+  uint64_t s3_bytes_chunks;   /* chunk bytes received from S3 */
+  uint64_t peer_rx_bytes;     /* swarm mode: chunk payload bytes received */
+  uint64_t peer_tx_bytes;     /* swarm mode: chunk payload bytes sent */
+  uint64_t peers_banned;      /* senders of a chunk that failed its hash */
+  uint64_t chunks_from_peers; /* chunks verified that came from peers */
+  uint64_t chunks_discarded;  /* payloads not asked for (or lost races) */
+  uint64_t chunks_served;     /* chunk uploads completed */
+  uint64_t requests_rejected; /* REJECTs we sent */
+  uint64_t manifests_from_peers;
 } peer_metrics_t;
 
 struct peer_daemon_s {
@@ -64,6 +71,7 @@ struct peer_daemon_s {
   peer_bufpool_t *pool;
   peer_origin_t *origin;
   peer_files_t *files;
+  peer_swarm_t *swarm;      /* NULL when standalone (no --listen/--tracker) */
   peer_release_t *releases; /* list, newest first */
   unsigned active_releases; /* not READY/FAILED */
   uv_signal_t sig_term;

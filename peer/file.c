@@ -16,6 +16,7 @@
 #include "origin.h"
 #include "peer_config.h"
 #include "release.h"
+#include "swarm.h"
 #include "ws_log.h"
 
 struct peer_files_s {
@@ -169,9 +170,14 @@ static void sched_enqueue(peer_file_t *file) {
 int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **out,
                     uint32_t *j_out) {
   peer_files_t *t = d->files;
-  /* Standalone: the origin may fetch any chunk. In swarm mode this is where
-   * the origin is limited to leased chunks and peers to what they have. */
-  (void)src;
+  /* Standalone: the origin may fetch any chunk. In swarm mode it gets only
+   * chunks the tracker leased to this node (or, with the tracker gone,
+   * chunks no neighbour has); peers are fed by the swarm's picker. */
+  if (d->swarm != NULL) {
+    if (src != PEER_SRC_ORIGIN)
+      return 0;
+    return peer_swarm_origin_next(d->swarm, out, j_out);
+  }
   for (int tier = 0; tier < PEER_TIER_LAST; tier++) {
     while (t->qhead[tier] != NULL) {
       peer_file_t *f = t->qhead[tier];
@@ -212,6 +218,20 @@ int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **out,
   return 0;
 }
 
+void peer_file_chunk_take(peer_file_t *file, uint32_t j) {
+  assert(file->state == PEER_FILE_FETCHING &&
+         file->chunk_state[j] == PEER_CHUNK_MISSING);
+  file->chunk_state[j] = PEER_CHUNK_INFLIGHT;
+  file->chunks_inflight++;
+  peer_file_ref(file);
+}
+
+void peer_files_kick(peer_daemon_t *d) {
+  peer_origin_kick(d->origin);
+  if (d->swarm != NULL)
+    peer_swarm_kick(d->swarm);
+}
+
 /* A chunk is MISSING again: fetch it soon. */
 static void sched_requeue(peer_file_t *file, uint32_t j) {
   if (file->mf.nchunks == 1) {
@@ -242,6 +262,8 @@ void peer_file_unref(peer_file_t *file) {
   free(file->etag);
   free(file->chunk_state);
   free(file->chunk_tries);
+  free(file->nreq);
+  free(file->rx_busy);
   free(file->waiters);
   free(file);
 }
@@ -329,6 +351,9 @@ static void file_complete(peer_file_t *file) {
   file->chunks_done = file->mf.nchunks;
   file->bytes_done = file->mf.size;
   WS_LOGD("file %s: complete", file->mf.name);
+  /* Before the releases hear of it (they may let go of the file). */
+  if (file->d->swarm != NULL)
+    peer_swarm_file_complete(file->d->swarm, file);
   file_notify(file);
   file_maybe_close(file);
 }
@@ -376,7 +401,7 @@ static void file_open_after(void *arg, int status) {
               file->chunks_done, file->mf.nchunks);
     file_set_state(file, PEER_FILE_FETCHING);
     sched_enqueue(file);
-    peer_origin_kick(file->d->origin);
+    peer_files_kick(file->d);
   }
   peer_file_unref(file); /* the job's */
 }
@@ -398,8 +423,11 @@ int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
   file->key = strdup(key);
   file->chunk_state = calloc(f->nchunks + 1u, 1);
   file->chunk_tries = calloc(f->nchunks + 1u, 1);
+  file->nreq = calloc(f->nchunks + 1u, 1);
+  file->rx_busy = calloc(f->nchunks + 1u, 1);
   if (file->mf.name == NULL || file->bucket == NULL || file->key == NULL ||
-      file->chunk_state == NULL || file->chunk_tries == NULL)
+      file->chunk_state == NULL || file->chunk_tries == NULL ||
+      file->nreq == NULL || file->rx_busy == NULL)
     goto free_all;
   if (f->chunks != NULL) {
     file->mf.chunks = malloc(sizeof(ws_hash_t) * (f->nchunks + 1u));
@@ -428,6 +456,8 @@ free_all:
     free(file->key);
     free(file->chunk_state);
     free(file->chunk_tries);
+    free(file->nreq);
+    free(file->rx_busy);
   }
   free(file);
   free(job);
@@ -491,6 +521,8 @@ void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
     else
       file->bytes_from_peers += len;
     d->metrics.chunks_verified++;
+    if (d->swarm != NULL)
+      peer_swarm_chunk_done(d->swarm, file, j, src);
     if (fetching && file->chunks_done == file->mf.nchunks)
       file_finish_start(file);
   } else {
@@ -544,7 +576,7 @@ static void file_finish_after(void *arg, int status) {
     file->bytes_done = 0;
     file_set_state(file, PEER_FILE_FETCHING);
     sched_enqueue(file);
-    peer_origin_kick(file->d->origin);
+    peer_files_kick(file->d);
   } else if (file->d->state != PEER_DAEMON_RUNNING) {
     /* Stopping: the bitmap keeps the chunks; finish again after restart. */
     file_set_state(file, PEER_FILE_FETCHING);

@@ -16,9 +16,12 @@
  * last reference (transfer or job) is gone.
  *
  * Chunk states: MISSING -> INFLIGHT -> DONE, INFLIGHT -> MISSING on failure
- * or cancel. Every source (origin now, peers in swarm mode) takes chunks
- * with peer_sched_next() and reports with peer_file_chunk_done(), the one
- * completion path (swarm mode adds HAVE there).
+ * or cancel. The origin takes chunks with peer_sched_next(), the swarm's
+ * picker with peer_file_chunk_take(); both report with
+ * peer_file_chunk_done(), the one completion path, which also tells the
+ * swarm (HAVE to neighbours and tracker). In swarm mode an INFLIGHT chunk
+ * taken by the picker may have several peer requests out (endgame): nreq
+ * counts them and rx_busy marks the one whose bytes are being written.
  *
  * Thread: loop thread; the open/finish/close bodies run on workers.
  */
@@ -83,7 +86,9 @@ struct peer_file_s {
   peer_file_t *hnext; /* hash chain */
   peer_file_t *qnext[PEER_TIER_LAST], *qprev[PEER_TIER_LAST];
   uint8_t inq[PEER_TIER_LAST];
-  uint32_t cursor; /* PEER_TIER_REST: no MISSING chunk before it */
+  uint32_t cursor;  /* PEER_TIER_REST: no MISSING chunk before it */
+  uint8_t *nreq;    /* swarm: peer requests out per chunk */
+  uint8_t *rx_busy; /* swarm: a peer's bytes are being written */
 };
 
 /* Creates the table and scheduler. */
@@ -117,6 +122,12 @@ void peer_file_unref(peer_file_t *file);
  * nothing is to be fetched now. */
 int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **file,
                     uint32_t *j);
+/* Marks MISSING chunk j of a FETCHING file INFLIGHT for the swarm's
+ * picker and takes a reference (dropped with peer_file_unref after
+ * peer_file_chunk_done). */
+void peer_file_chunk_take(peer_file_t *file, uint32_t j);
+/* Kicks every source (origin fetcher, swarm picker): chunks changed. */
+void peer_files_kick(peer_daemon_t *d);
 /* The one completion path for an INFLIGHT chunk. status 0: verified and
  * committed, DONE. WS_EDIGEST: the hash failed, MISSING again (the file
  * fails after PEER_CHUNK_RETRIES_MAX). WS_ECANCELED: MISSING again,

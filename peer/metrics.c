@@ -12,6 +12,7 @@
 #include "bufpool.h"
 #include "daemon.h"
 #include "release.h"
+#include "swarm.h"
 
 typedef struct {
   peer_daemon_t *d;
@@ -91,6 +92,37 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
   metrics_counter(o, "ws_p2pd_peer_tx_bytes_total",
                   "Chunk bytes sent to peers.", "counter",
                   d->metrics.peer_tx_bytes);
+  metrics_counter(o, "ws_p2pd_peers_banned_total",
+                  "Peers banned (a chunk they sent failed its hash, or a "
+                  "manifest they sent was not the release).",
+                  "counter", d->metrics.peers_banned);
+  metrics_counter(o, "ws_p2pd_peer_chunks_total",
+                  "Chunks received from peers and verified.", "counter",
+                  d->metrics.chunks_from_peers);
+  metrics_counter(o, "ws_p2pd_peer_chunks_served_total",
+                  "Chunks uploaded to peers completely.", "counter",
+                  d->metrics.chunks_served);
+  metrics_counter(o, "ws_p2pd_peer_chunks_discarded_total",
+                  "Chunk payloads dropped (not asked for, canceled, lost an "
+                  "endgame race).",
+                  "counter", d->metrics.chunks_discarded);
+  metrics_counter(o, "ws_p2pd_peer_requests_rejected_total",
+                  "Chunk or manifest requests we refused (busy, not held).",
+                  "counter", d->metrics.requests_rejected);
+  metrics_counter(o, "ws_p2pd_manifests_from_peers_total",
+                  "Release manifests received from peers.", "counter",
+                  d->metrics.manifests_from_peers);
+  if (d->swarm != NULL) {
+    peer_swarm_stats_t ss;
+    peer_swarm_stats(d->swarm, &ss);
+    metrics_counter(o, "ws_p2pd_peer_neighbors", "Neighbours connected.",
+                    "gauge", ss.neighbors);
+    metrics_counter(o, "ws_p2pd_peer_uploads", "Chunk uploads in progress.",
+                    "gauge", ss.uploads);
+    metrics_counter(o, "ws_p2pd_peer_bans", "Bans in force.", "gauge", ss.bans);
+    metrics_counter(o, "ws_p2pd_tracker_up", "1 while the tracker link is up.",
+                    "gauge", (uint64_t)ss.tracker_up);
+  }
   metrics_counter(o, "ws_p2pd_buffers_peak",
                   "Most origin buffers lent at once.", "gauge",
                   peer_bufpool_peak(d->pool));

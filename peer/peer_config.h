@@ -66,4 +66,60 @@
 #define PEER_JOBS_DIR "p2pd-jobs"
 #define PEER_JOB_FILE_MAX_BYTES (64u * 1024u)
 
+/* ---- swarm mode (--listen / --tracker) -------------------------------- */
+
+/* Neighbour connections (ready or handshaking), both directions
+ * (--max-neighbors / P2P_MAX_NEIGHBORS). */
+#define PEER_MAX_NEIGHBORS_DEFAULT 16u
+#define PEER_MAX_NEIGHBORS_MAX 256u
+/* Extra accepted connections still handshaking beyond the neighbour cap:
+ * a handshake is cheap, and this bounds what an unauthenticated client can
+ * hold. */
+#define PEER_PREAUTH_MAX 16u
+/* Releases one neighbour may tell us about (have-bitfields kept). */
+#define PEER_NBR_RELEASES_MAX 16u
+/* Chunk requests in flight to one neighbour. The server streams them one
+ * after the other, so a few keep its link busy between chunks. */
+#define PEER_PIPELINE_DEPTH 4u
+/* Chunk requests a neighbour may queue with us; more get REJECT busy. */
+#define PEER_SERVE_QUEUE_MAX 16u
+/* Chunks being uploaded at once over all neighbours (each holds
+ * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES). */
+#define PEER_UPLOADS_MAX 16u
+#define PEER_SERVE_BUFS 2u
+#define PEER_SERVE_PIECE_BYTES (256u * 1024u)
+/* retry_after_ms in a REJECT busy. */
+#define PEER_BUSY_RETRY_MS 250u
+/* Endgame: requests for one chunk at once (the first CHUNK wins, the rest
+ * are canceled). */
+#define PEER_ENDGAME_DUP_MAX 2u
+/* Chunks the picker examines per pick (from a random start), so a pick
+ * costs the same whatever the release size. */
+#define PEER_PICK_SCAN_MAX 8192u
+/* A request with no CHUNK header after this is canceled and its chunk
+ * asked elsewhere. */
+#define PEER_REQUEST_TIMEOUT_MS 30000u
+/* A sender whose chunk fails its hash is refused for this long. */
+#define PEER_BAN_MS (30u * 60u * 1000u)
+#define PEER_BANS_MAX 256u
+/* Housekeeping tick: request timeouts, lease renewals, fallback check. */
+#define PEER_SWARM_TICK_MS 1000u
+/* Origin leases are renewed this often (tracker TTL is 15 s). */
+#define PEER_LEASE_RENEW_MS 5000u
+/* Leases remembered per release. */
+#define PEER_LEASES_MAX 64u
+/* With the tracker unreachable this long (or no --tracker at all: at
+ * once), the origin may fetch chunks no neighbour has. */
+#define PEER_TRACKER_FALLBACK_MS 10000u
+/* A release known only by digest waits this long for a neighbour that has
+ * its manifest; one with a URI asks neighbours first for this long. */
+#define PEER_MANIFEST_WAIT_MS 60000u
+#define PEER_MANIFEST_PEER_TRY_MS 1500u
+/* MANIFEST payloads being sent at once (each a copy of the bytes). */
+#define PEER_MANIFEST_SENDS_MAX 4u
+/* Node id: random bytes, hex-encoded, when --node-id is not given. */
+#define PEER_NODE_ID_RANDOM_BYTES 8u
+/* Token buckets hold this many seconds of rate. */
+#define PEER_RATE_BURST_MS 250u
+
 #endif

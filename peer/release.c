@@ -21,6 +21,7 @@
 #include "job.h"
 #include "origin.h"
 #include "peer_config.h"
+#include "swarm.h"
 #include "ws_log.h"
 
 typedef enum { WAIT_PREFETCH, WAIT_READY } wait_kind_t;
@@ -130,6 +131,8 @@ void peer_release_remove(peer_release_t *rel) {
   if (*pp == rel)
     *pp = rel->next;
   rel->removed = 1;
+  if (d->swarm != NULL)
+    peer_swarm_rel_gone(d->swarm, rel);
   if (!rel_terminal(rel->state))
     d->active_releases--;
   rel_unref(rel);
@@ -441,6 +444,9 @@ static void rel_publish_after(void *arg, int status) {
     rel_snapshot(rel);
     rel->bytes_done = rel->bytes_total;
     rel->chunks_done = rel->chunks_total;
+    /* The swarm keeps the manifest to serve the release as a seed. */
+    if (rel->d->swarm != NULL)
+      peer_swarm_rel_ready(rel->d->swarm, rel);
     rel_release_files(rel);
     ws_manifest_free(rel->m);
     rel->m = NULL;
@@ -448,11 +454,12 @@ static void rel_publish_after(void *arg, int status) {
     rel->mbytes = NULL;
     rel_set_state(rel, PEER_REL_READY);
     double secs = (double)(rel->t1_ns - rel->t0_ns) / 1e9;
-    WS_LOGI("release %s: ready, %llu bytes (%llu from S3) in %.2f s "
-            "(%.1f MiB/s)",
+    WS_LOGI("release %s: ready, %llu bytes (%llu from S3, %llu from peers) "
+            "in %.2f s (%.1f MiB/s)",
             rel->digest_str, (unsigned long long)rel->bytes_total,
-            (unsigned long long)rel->bytes_from_s3, secs,
-            secs > 0 ? (double)rel->bytes_from_s3 / secs / 1048576.0 : 0.0);
+            (unsigned long long)rel->bytes_from_s3,
+            (unsigned long long)rel->bytes_from_peers, secs,
+            secs > 0 ? (double)rel->bytes_total / secs / 1048576.0 : 0.0);
     rel_answer(rel);
   }
   rel_job_free(job);
@@ -503,6 +510,14 @@ static void rel_fail(peer_release_t *rel, int err, const char *msg) {
   snprintf(rel->errmsg, sizeof(rel->errmsg), "%s",
            msg != NULL && *msg != '\0' ? msg : ws_strerror(err));
   rel_snapshot(rel);
+  if (d->swarm != NULL)
+    peer_swarm_rel_gone(d->swarm, rel);
+  if (rel->mpeer_waiting) {
+    /* The swarm forgot its ask with the record: drop its reference (the
+     * list still holds one, so rel lives on). */
+    rel->mpeer_waiting = 0;
+    rel->refs--;
+  }
   rel_release_files(rel);
   rel_set_state(rel, PEER_REL_FAILED);
   if (d->state == PEER_DAEMON_RUNNING) {
@@ -572,11 +587,13 @@ static void rel_fetch_start(peer_release_t *rel) {
   WS_LOGI("release %s: fetching %u files, %llu bytes (%u to assemble)",
           rel->digest_str, m->nfiles, (unsigned long long)m->total_size,
           rel->files_pending);
+  if (d->swarm != NULL)
+    peer_swarm_rel_fetching(d->swarm, rel);
   rel_answer(rel);
   if (rel->files_pending == 0)
     rel_finish_start(rel);
   else
-    peer_origin_kick(d->origin);
+    peer_files_kick(d);
 }
 
 /* ---- begin -------------------------------------------------------------- */
@@ -631,9 +648,31 @@ static void rel_parse_after(void *arg, int status) {
     rel_fail(rel, WS_ECANCELED, "daemon stopping");
     goto done;
   }
+  if (rel->mpeer[0] != '\0' &&
+      (rc != 0 || !ws_hash_eq(&rel->digest, &job->m->digest))) {
+    /* A neighbour sent bytes that are not the release: ban it, then the
+     * manifest comes from S3 (or the release fails without a URI). */
+    snprintf(msg, sizeof(msg), "manifest of %s from a neighbour: %s",
+             rel->digest_str,
+             rc != 0 ? ws_strerror(rc) : "hashes to another digest");
+    if (d->swarm != NULL)
+      peer_swarm_ban_node(d->swarm, rel->mpeer, msg);
+    rel->mpeer[0] = '\0';
+    if (rel->uri == NULL) {
+      rel_fail(rel, WS_EDIGEST, msg);
+    } else {
+      rel->mpeer_tried = 1;
+      rel_resolve_start(rel);
+    }
+    goto done;
+  }
   if (rc != 0) {
-    snprintf(msg, sizeof(msg), "s3://%s/%smanifest.json: %s: %s", rel->bucket,
-             rel->prefix, ws_errname(rc), job->errbuf);
+    if (rel->uri != NULL)
+      snprintf(msg, sizeof(msg), "s3://%s/%smanifest.json: %s: %s", rel->bucket,
+               rel->prefix, ws_errname(rc), job->errbuf);
+    else
+      snprintf(msg, sizeof(msg), "manifest: %s: %s", ws_errname(rc),
+               job->errbuf);
     rel_fail(rel, rc == -ENOMEM ? rc : WS_EMANIFEST, msg);
     goto done;
   }
@@ -737,6 +776,23 @@ static void rel_resolve_start(peer_release_t *rel) {
   free(rel->mbytes);
   rel->mbytes = NULL;
   rel->mlen = rel->mcap = 0;
+  rel->mpeer[0] = '\0';
+  /* Swarm mode: a neighbour holding the release sends the manifest (zero
+   * S3 requests for a seeded release); S3 only when none does. */
+  peer_swarm_t *sw = rel->d->swarm;
+  if (sw != NULL && rel->digest_known && !rel->mpeer_tried) {
+    rel->mpeer_tried = 1;
+    rel->mpeer_waiting = 1;
+    rel->refs++; /* the swarm's ask */
+    if (peer_swarm_manifest_fetch(sw, rel) == 0)
+      return;
+    rel->mpeer_waiting = 0;
+    rel->refs--;
+  }
+  if (rel->uri == NULL) {
+    rel_fail(rel, WS_ENOTFOUND, "no neighbour has the manifest");
+    return;
+  }
   int rc = rel_key(rel, "manifest.json", &key);
   if (rc == 0) {
     rel->refs++;
@@ -811,6 +867,7 @@ static int rel_start(peer_release_t *rel, char *bucket, char *prefix,
   rel->uri = u;
   rel->bucket = bucket;
   rel->prefix = prefix;
+  rel->mpeer_tried = 0;
   if (rel->state == PEER_REL_FAILED) {
     rel_set_state(rel, PEER_REL_RESOLVING);
     rel->err = 0;
@@ -857,6 +914,22 @@ static void rel_prefetch(peer_daemon_t *d, const char *uri,
       if (!r->digest_known && r->uri != NULL && strcmp(r->uri, uri) == 0)
         rel = r;
     }
+  }
+  if (rel == NULL && uri == NULL && d->swarm != NULL) {
+    /* Swarm mode: neighbours holding the release send its manifest. */
+    peer_release_prefetch_digest(d, &digest);
+    rel = peer_release_find(d, &digest);
+    if (rel == NULL) {
+      if (req != NULL)
+        ws_httpd_reply_error(req, 503, WS_EBUSY,
+                             "too many releases being fetched");
+      return;
+    }
+    if (req != NULL) {
+      waiter_add(rel, req, WAIT_PREFETCH, 0);
+      rel_answer(rel);
+    }
+    return;
   }
   if (rel == NULL && uri == NULL) {
     if (req != NULL)
@@ -931,6 +1004,61 @@ free_uri:
 void peer_release_prefetch(peer_daemon_t *d, const char *uri,
                            const ws_hash_t *expect, ws_httpd_req_t *req) {
   rel_prefetch(d, uri, expect, req);
+}
+
+void peer_release_prefetch_digest(peer_daemon_t *d, const ws_hash_t *digest) {
+  peer_release_t *rel = peer_release_find(d, digest);
+  if (d->swarm == NULL || (rel != NULL && rel->state != PEER_REL_FAILED))
+    return;
+  if (rel != NULL && rel->uri != NULL) {
+    rel_prefetch(d, rel->uri, digest, NULL);
+    return;
+  }
+  if (d->active_releases >= PEER_ACTIVE_RELEASES_MAX)
+    return;
+  if (rel == NULL) {
+    rel = rel_new(d, PEER_REL_RESOLVING);
+    if (rel == NULL)
+      return;
+    rel_set_digest(rel, digest);
+  } else {
+    rel_set_state(rel, PEER_REL_RESOLVING);
+    rel->err = 0;
+    rel->errmsg[0] = '\0';
+    rel->started_unix_ms = peer_daemon_now_unix_ms();
+    rel->finished_unix_ms = 0;
+    rel->t0_ns = uv_hrtime();
+  }
+  rel->mpeer_tried = 0;
+  WS_LOGI("release %s: prefetch by digest (manifest from neighbours)",
+          rel->digest_str);
+  rel_resolve_start(rel);
+}
+
+void peer_release_manifest_peer(peer_release_t *rel, char *bytes, size_t len,
+                                const char *node_id) {
+  assert(rel->mpeer_waiting);
+  rel->mpeer_waiting = 0;
+  if (rel->state != PEER_REL_RESOLVING || rel->removed ||
+      rel->d->state != PEER_DAEMON_RUNNING) {
+    free(bytes);
+  } else if (bytes == NULL) {
+    rel_resolve_start(rel); /* mpeer_tried: S3, or fail without a URI */
+  } else {
+    free(rel->mbytes);
+    rel->mbytes = bytes;
+    rel->mlen = len;
+    rel->mcap = len + 1;
+    snprintf(rel->mpeer, sizeof(rel->mpeer), "%s", node_id);
+    WS_LOGI("release %s: manifest (%zu bytes) from neighbour %s",
+            rel->digest_str, len, node_id);
+    rel_job_t *job = rel_job_new(rel);
+    if (job == NULL)
+      rel_fail(rel, -ENOMEM, "parsing manifest");
+    else
+      rel_job_queue(job, rel_parse_work, rel_parse_after);
+  }
+  rel_unref(rel); /* the swarm's ask */
 }
 
 void peer_release_resume(peer_daemon_t *d, const char *uri,

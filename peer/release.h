@@ -78,6 +78,11 @@ struct peer_release_s {
   unsigned nwaiters;
   ws_s3_req_t *mreq; /* manifest GET in flight */
   size_t mcap;
+  /* Swarm mode: neighbours were asked for the manifest first; mpeer is
+   * the node id that sent the bytes being parsed ("" = from S3). */
+  int mpeer_tried;
+  int mpeer_waiting; /* the swarm will call peer_release_manifest_peer */
+  char mpeer[129];
 };
 
 /* POST /api/v1/prefetch: uri may be NULL (then expect must be given and
@@ -85,6 +90,15 @@ struct peer_release_s {
  * answers req (takes it) when the release is resolved or failed. */
 void peer_release_prefetch(peer_daemon_t *d, const char *uri,
                            const ws_hash_t *expect, ws_httpd_req_t *req);
+/* Swarm mode: fetch the release known only by its digest (the tracker's
+ * wanted set without a URI, or POST prefetch {"digest"} for a release the
+ * daemon does not know): the manifest comes from neighbours. */
+void peer_release_prefetch_digest(peer_daemon_t *d, const ws_hash_t *digest);
+/* The swarm's answer to peer_swarm_manifest_fetch: the manifest bytes
+ * (taken; NUL-terminated) from node_id, or bytes NULL when no neighbour
+ * could give them (then S3 if the release has a URI, else it fails). */
+void peer_release_manifest_peer(peer_release_t *rel, char *bytes, size_t len,
+                                const char *node_id);
 /* Restarts a job from its record after a restart (no request). */
 void peer_release_resume(peer_daemon_t *d, const char *uri,
                          const ws_hash_t *digest);

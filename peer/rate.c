@@ -1,0 +1,48 @@
+/* rate.c - token buckets for the swarm's upload and download limits
+ * (--upload-rate, --download-rate).
+ *
+ * Bytes are charged after they moved (a payload piece that arrived cannot
+ * be refused), so the bucket may go into debt; the caller then pauses that
+ * stream (reads paused, next upload read delayed) for the time the debt
+ * takes to repay. The burst is PEER_RATE_BURST_MS of rate, so a limited
+ * link never bursts far above its rate. Loop thread only; no state
+ * machine: a bucket is a number.
+ */
+#include <uv.h>
+
+#include "swarm-int.h"
+
+void peer_rate_init(peer_rate_t *r, uint64_t bytes_per_s) {
+  r->rate = bytes_per_s;
+  r->burst = (double)bytes_per_s * PEER_RATE_BURST_MS / 1000.0;
+  if (r->burst < 64.0 * 1024.0)
+    r->burst = 64.0 * 1024.0; /* at least one read buffer */
+  r->tokens = r->burst;
+  r->last_ns = uv_hrtime();
+}
+
+static void rate_refill(peer_rate_t *r) {
+  uint64_t now = uv_hrtime();
+  double add = (double)(now - r->last_ns) * (double)r->rate / 1e9;
+  r->last_ns = now;
+  r->tokens += add;
+  if (r->tokens > r->burst)
+    r->tokens = r->burst;
+}
+
+uint64_t peer_rate_wait_ms(peer_rate_t *r) {
+  if (r->rate == 0)
+    return 0;
+  rate_refill(r);
+  if (r->tokens >= 0)
+    return 0;
+  return (uint64_t)(-r->tokens * 1000.0 / (double)r->rate) + 1;
+}
+
+uint64_t peer_rate_charge(peer_rate_t *r, uint64_t n) {
+  if (r->rate == 0)
+    return 0;
+  rate_refill(r);
+  r->tokens -= (double)n;
+  return peer_rate_wait_ms(r);
+}
