@@ -298,6 +298,19 @@ static void api_action(peer_daemon_t *d, ws_httpd_req_t *req,
   }
 }
 
+void peer_api_pin(peer_daemon_t *d, ws_httpd_req_t *req, peer_release_t *rel,
+                  int pin) {
+  api_action(d, req, rel, pin ? ACT_PIN : ACT_UNPIN);
+}
+
+/* POST /api/v1/seed (seed.c) */
+static void api_seed(ws_httpd_req_t *req, void *arg) {
+  peer_daemon_t *d = arg;
+  if (api_not_ready(d, req))
+    return;
+  peer_seed_handle(d, req);
+}
+
 /* /api/v1/releases/<digest>[/action] */
 static void api_release(ws_httpd_req_t *req, void *arg) {
   peer_daemon_t *d = arg;
@@ -364,6 +377,7 @@ int peer_api_routes(peer_daemon_t *d, ws_httpd_t *srv) {
       {"GET", "/readyz", WS_HTTPD_MATCH_EXACT, api_readyz},
       {"GET", "/metrics", WS_HTTPD_MATCH_EXACT, api_metrics},
       {"POST", "/api/v1/prefetch", WS_HTTPD_MATCH_EXACT, api_prefetch},
+      {"POST", "/api/v1/seed", WS_HTTPD_MATCH_EXACT, api_seed},
       {"GET", API_RELEASES, WS_HTTPD_MATCH_EXACT, api_list},
       {"GET", API_RELEASES "/", WS_HTTPD_MATCH_PREFIX, api_release},
       {"POST", API_RELEASES "/", WS_HTTPD_MATCH_PREFIX, api_release},

@@ -108,6 +108,12 @@ uint64_t peer_daemon_now_unix_ms(void);
 
 /* api.c: registers the local API routes on srv. */
 int peer_api_routes(peer_daemon_t *d, ws_httpd_t *srv) WS_MUST_USE;
+/* api.c: pins (pin 1) or unpins rel on a worker and answers req (takes
+ * it) as POST .../pin does. */
+void peer_api_pin(peer_daemon_t *d, ws_httpd_req_t *req, peer_release_t *rel,
+                  int pin);
+/* seed.c: POST /api/v1/seed; takes req. */
+void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req);
 /* api.c: HTTP status for an error of a release or request. */
 int peer_api_status_for(int err);
 

@@ -419,15 +419,15 @@ int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
   file->mf.name = strdup(f->name);
   file->mf.chunks = NULL;
   file->chunk_size = m->chunk_size;
-  file->bucket = strdup(bucket);
-  file->key = strdup(key);
+  file->bucket = bucket != NULL ? strdup(bucket) : NULL;
+  file->key = key != NULL ? strdup(key) : NULL;
   file->chunk_state = calloc(f->nchunks + 1u, 1);
   file->chunk_tries = calloc(f->nchunks + 1u, 1);
   file->nreq = calloc(f->nchunks + 1u, 1);
   file->rx_busy = calloc(f->nchunks + 1u, 1);
-  if (file->mf.name == NULL || file->bucket == NULL || file->key == NULL ||
-      file->chunk_state == NULL || file->chunk_tries == NULL ||
-      file->nreq == NULL || file->rx_busy == NULL)
+  if (file->mf.name == NULL || (bucket != NULL && file->bucket == NULL) ||
+      (key != NULL && file->key == NULL) || file->chunk_state == NULL ||
+      file->chunk_tries == NULL || file->nreq == NULL || file->rx_busy == NULL)
     goto free_all;
   if (f->chunks != NULL) {
     file->mf.chunks = malloc(sizeof(ws_hash_t) * (f->nchunks + 1u));

@@ -66,7 +66,8 @@ struct peer_file_s {
   unsigned refs; /* table + transfers + worker jobs */
   ws_mfile_t mf; /* own deep copy: name, sizes, chunk hashes */
   uint32_t chunk_size;
-  char *bucket; /* S3 object of the first release that listed it */
+  char *bucket; /* S3 object of the first release that listed it; NULL:
+                   none (neighbours only) */
   char *key;
   char *etag;           /* learned from the first response; If-Match after */
   ws_store_file_t *pf;  /* partial handle, NULL until opened / after close */
@@ -101,7 +102,8 @@ uint32_t peer_files_count(const peer_files_t *t);
 /* The live file with this sha256, or NULL. Borrowed. */
 peer_file_t *peer_file_find(peer_daemon_t *d, const ws_hash_t *sha256);
 /* Creates file (deep-copying f of m) in OPENING, inserts it in the table
- * and queues its open on a worker. bucket/key: where S3 has it (copied).
+ * and queues its open on a worker. bucket/key: where S3 has it (copied),
+ * both NULL for a file only neighbours can give (swarm, digest-only).
  * *out is borrowed (the table owns it). */
 int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
                      const ws_mfile_t *f, const char *bucket, const char *key,

@@ -225,7 +225,7 @@ static peer_file_t *picker_origin_ok(peer_swarm_t *s, peer_srel_t *srel,
       ws_manifest_locate(srel->m, g, &k, j) != 0)
     return NULL;
   peer_file_t *f = srel->rel->files != NULL ? srel->rel->files[k] : NULL;
-  if (f == NULL || f->state != PEER_FILE_FETCHING ||
+  if (f == NULL || f->state != PEER_FILE_FETCHING || f->bucket == NULL ||
       f->chunk_state[*j] != PEER_CHUNK_MISSING)
     return NULL;
   if (peer_picker_avail(s, srel, g) > 0)

@@ -563,8 +563,10 @@ static void rel_fetch_start(peer_release_t *rel) {
     const ws_mfile_t *mf = &m->files[k];
     peer_file_t *f = peer_file_find(d, &mf->sha256);
     if (f == NULL) {
+      /* A release known only by digest (swarm) has no S3 location: its
+       * files come from neighbours only. */
       char *key = NULL;
-      rc = rel_key(rel, mf->name, &key);
+      rc = rel->prefix != NULL ? rel_key(rel, mf->name, &key) : 0;
       if (rc == 0)
         rc = peer_file_create(d, m, mf, rel->bucket, key, &f);
       free(key);

@@ -79,7 +79,8 @@ static void seed_import_work(void *arg) {
                ws_strerror(j->err));
       goto out;
     }
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > PEER_MANIFEST_MAX_BYTES) {
+    if (!S_ISREG(sb.st_mode) ||
+        (uint64_t)sb.st_size > PEER_MANIFEST_MAX_BYTES) {
       j->err = WS_EMANIFEST;
       snprintf(j->errmsg, sizeof(j->errmsg),
                "%s: not a regular file of at most %u bytes", j->mpath,
@@ -156,8 +157,8 @@ static void seed_import_after(void *arg, int status) {
   if (ws_store_release_path(j->d->store, &j->m->digest, path, sizeof(path)) ==
       0)
     WS_LOGI("seed %s: imported %s (%u files, %llu bytes) from %s", path,
-            rel->digest_str, j->m->nfiles,
-            (unsigned long long)j->m->total_size, j->dir);
+            rel->digest_str, j->m->nfiles, (unsigned long long)j->m->total_size,
+            j->dir);
   o = peer_release_json(rel);
   if (o == NULL) {
     seed_fail(j, -ENOMEM, "out of memory");
@@ -240,8 +241,8 @@ static int seed_fetch_manifest(seed_job_t *j, const char *uri) {
 
 /* ---- the route ----------------------------------------------------------- */
 
-void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
-  const cJSON *body = ws_httpd_req_json(req);
+static void seed_handle_body(peer_daemon_t *d, ws_httpd_req_t *req,
+                             const cJSON *body) {
   const cJSON *jd = cJSON_GetObjectItemCaseSensitive(body, "digest");
   const cJSON *jdir = cJSON_GetObjectItemCaseSensitive(body, "dir");
   const cJSON *jm = cJSON_GetObjectItemCaseSensitive(body, "manifest");
@@ -256,10 +257,9 @@ void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
     }
     rel = peer_release_find(d, &digest);
     if (rel == NULL || rel->state != PEER_REL_READY) {
-      ws_httpd_reply_error(req, rel == NULL ? 404 : 409,
-                           rel == NULL ? WS_ENOTFOUND : WS_EBUSY,
-                           rel == NULL ? "release not in this cache"
-                                       : "release not ready yet");
+      ws_httpd_reply_error(
+          req, rel == NULL ? 404 : 409, rel == NULL ? WS_ENOTFOUND : WS_EBUSY,
+          rel == NULL ? "release not in this cache" : "release not ready yet");
       return;
     }
     /* Pinning touches the state file: reuse the import job's worker path
@@ -295,4 +295,15 @@ void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
     return;
   }
   seed_start_import(j);
+}
+
+void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
+  cJSON *body = NULL;
+  if (ws_httpd_req_json(req, &body) != 0 || !cJSON_IsObject(body)) {
+    ws_httpd_reply_error(req, 400, WS_EJSON, "body must be a JSON object");
+    cJSON_Delete(body);
+    return;
+  }
+  seed_handle_body(d, req, body); /* copies what it keeps */
+  cJSON_Delete(body);
 }

@@ -55,6 +55,16 @@ void peer_swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
                     uint16_t port, const char *why) {
   uint64_t now = uv_now(&s->d->loop);
   uint32_t slot = 0;
+  char hp[80];
+  swarm_hostport(hp, sizeof(hp), host, port);
+  for (uint32_t i = 0; i < s->nbans; i++) {
+    /* Already banned (a second bad chunk was in flight): extend it. */
+    if (node_id != NULL && strcmp(s->bans[i].node_id, node_id) == 0 &&
+        strcmp(s->bans[i].hostport, hp) == 0 && s->bans[i].until_ms > now) {
+      s->bans[i].until_ms = now + PEER_BAN_MS;
+      return;
+    }
+  }
   if (s->nbans < PEER_BANS_MAX) {
     slot = s->nbans++;
   } else {
