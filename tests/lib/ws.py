@@ -259,7 +259,11 @@ class Tracker:
         return self.request("GET", path)
 
     def prefetch(self, **body):
-        return self.request("POST", "/api/v1/prefetch", body)
+        """POST /api/v1/prefetch (the autoscaler hook); it must be accepted:
+        201 when the release becomes wanted, 200 when it already was."""
+        st, r = self.request("POST", "/api/v1/prefetch", body)
+        assert st in (200, 201), (st, r)
+        return st, r
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
