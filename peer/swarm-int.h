@@ -11,15 +11,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* proto.h and storage's manifest.h both name a type ws_manifest_t (the
- * MANIFEST message and the parsed manifest). The swarm needs both: the
- * message is seen here as ws_manifest_msg_t. This header must come before
- * anything that includes manifest.h. */
-#define ws_manifest_t ws_manifest_msg_t
 #include "proto.h"
 #include "trk_client.h"
 #include "wire_conn.h"
-#undef ws_manifest_t
 
 #include "peer_config.h"
 #include "release.h"

@@ -270,7 +270,7 @@ typedef struct {
 typedef struct {
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t len; /* == frame payload_len, 1..WS_MAX_PAYLOAD */
-} ws_manifest_t;
+} ws_manifest_msg_t;
 
 typedef struct {
   uint8_t type; /* ws_msg_type_t; selects the union member */
@@ -288,7 +288,7 @@ typedef struct {
     ws_chunk_t chunk;
     ws_reject_t reject;
     ws_manifest_req_t manifest_req;
-    ws_manifest_t manifest;
+    ws_manifest_msg_t manifest;
   } u;
 } ws_msg_t;
 
