@@ -168,6 +168,8 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static void on_wanted(void *arg) {
   app_t *a = arg;
+  if (a->srv != NULL)
+    trk_server_push_wanted(a->srv);
   if (a->state != NULL)
     trk_state_save(a->state);
 }

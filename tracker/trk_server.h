@@ -45,6 +45,10 @@ int trk_server_listen(trk_server_t *srv, const char *host_port,
  * then calls cb (may be NULL) and frees srv. Call at most once. */
 void trk_server_close(trk_server_t *srv, trk_server_close_cb cb, void *arg);
 void trk_server_stats(const trk_server_t *srv, trk_server_stats_t *out);
+/* Sends every authenticated peer the wanted releases it has not joined (an
+ * ANNOUNCE_REPLY per peer, named by the first of them). Call after the
+ * wanted set grows. */
+void trk_server_push_wanted(trk_server_t *srv);
 
 /* Parses "HOST:PORT" / "[V6]:PORT" / ":PORT" into sa (shared with main.c
  * and tests). 0 or WS_EUSAGE. */

@@ -84,6 +84,17 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
   (void)trk_conn_send(c, &m); /* failure closed c */
 }
 
+void trk_server_push_wanted(trk_server_t *srv) {
+  for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
+    trk_reply_t r;
+    if (c->state != TRK_CONN_READY || c->peer == 0)
+      continue;
+    trk_tracker_wanted_reply(srv->t, c->peer, &r);
+    if (r.nwanted > 0)
+      send_reply(c, &r.wanted[0]->digest, &r);
+  }
+}
+
 static void send_result(trk_conn_t *c, int rc, const char *what) {
   char msg[WS_ERRMSG_MAX + 1];
   snprintf(msg, sizeof(msg), "%s: %s", what, ws_strerror(rc));

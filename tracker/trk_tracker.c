@@ -196,6 +196,14 @@ static void reply_wanted(trk_tracker_t *t, trk_peer_t *p, trk_reply_t *r) {
   }
 }
 
+void trk_tracker_wanted_reply(trk_tracker_t *t, trk_peer_id_t id,
+                              trk_reply_t *r) {
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  memset(r, 0, sizeof(*r));
+  if (p != NULL)
+    reply_wanted(t, p, r);
+}
+
 /* Applies the announce's have-set, deltas, role and uri to m. */
 static int member_apply(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
                         const trk_announce_t *a) {

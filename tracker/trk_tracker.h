@@ -132,6 +132,12 @@ int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
                          const char *uri, uint64_t now_ms) WS_MUST_USE;
 
 /* Read access for JSON, metrics and the server. */
+/* The wanted releases peer id has not joined, as a reply with nothing else
+ * (no peers, no leases, interval 0): what the server pushes to every peer
+ * when the wanted set grows, so a POSTed prefetch starts at once rather
+ * than at each peer's next announce. r->nwanted is 0 when there is none. */
+void trk_tracker_wanted_reply(trk_tracker_t *t, trk_peer_id_t id,
+                              trk_reply_t *r);
 trk_peers_t *trk_tracker_peers(const trk_tracker_t *t);
 trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t);
 uint32_t trk_tracker_swarm_count(const trk_tracker_t *t);
