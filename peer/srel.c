@@ -386,6 +386,9 @@ int peer_swarm_manifest_fetch(peer_swarm_t *s, peer_release_t *rel) {
                 trk_client_track(s->tc, srel->digest.b, 0, NULL, rel->uri,
                                  WS_SWARM_LEECH));
   peer_srel_manifest_try(srel, srel->mwait_since_ms);
+  /* The wait for a neighbour ends on the tick: make it come in time. */
+  if (rel->uri != NULL)
+    peer_swarm_tick_soon(s, PEER_MANIFEST_PEER_TRY_MS);
   return 0;
 }
 

@@ -263,6 +263,9 @@ void peer_srel_free(peer_srel_t *srel);
  * when none is asked; gives up (the release goes to S3 or fails) after the
  * wait. */
 void peer_srel_manifest_try(peer_srel_t *srel, uint64_t now_ms);
+/* Runs the housekeeping tick within ms (and every PEER_SWARM_TICK_MS
+ * after): a deadline shorter than the tick, such as the manifest wait. */
+void peer_swarm_tick_soon(peer_swarm_t *s, uint64_t ms);
 /* Leases: renew the ones still to fetch (tick). */
 void peer_srel_leases_renew(peer_srel_t *srel);
 /* Adds or refreshes leases from the tracker. */

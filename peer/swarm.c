@@ -372,6 +372,11 @@ int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) {
   return 0;
 }
 
+void peer_swarm_tick_soon(peer_swarm_t *s, uint64_t ms) {
+  if (s->tick_open && !s->stopping && uv_timer_get_due_in(&s->tick) > ms)
+    uv_timer_start(&s->tick, swarm_tick, ms, PEER_SWARM_TICK_MS);
+}
+
 static void swarm_listener_closed(uv_handle_t *h) {
   peer_swarm_t *s = h->data;
   s->listening = 0;

@@ -114,9 +114,17 @@ class NsP2pd(ws.P2pd):
         raise RuntimeError("p2pd not ready: " + self.tail())
 
 
-def wait_all(peers, digest, t0, timeout=3600):
+def wait_all(peers, digest, t0, timeout=3600, timeline=None):
     done = {}
+    next_sample = 0.0
     while len(done) < len(peers):
+        if timeline is not None and time.time() - t0 >= next_sample:
+            row = [round(time.time() - t0, 1)]
+            for p in peers:
+                st, r = p.api("GET", f"/api/v1/releases/{digest}")
+                row.append(r.get("bytes_done", 0) // MiB if st == 200 else 0)
+            timeline.append(row)
+            next_sample += 1.0
         for i, p in enumerate(peers):
             if i in done:
                 continue
@@ -158,7 +166,12 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             for p in peers:
                 st, r = p.api("POST", "/api/v1/prefetch", {"uri": pub["uri"]})
                 assert st == 200, r
-        times = wait_all(peers, pub["digest"], t0)
+        timeline = [] if a.timeline else None
+        times = wait_all(peers, pub["digest"], t0, timeline=timeline)
+        if timeline:
+            print(f"{mode} timeline (s, MiB done per host):")
+            for row in timeline:
+                print("  " + " ".join(f"{v:>6}" for v in row))
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
         rss = max(peak_rss_kib(p.proc.pid) for p in peers)
         verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]
