@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import ws
-from benchlib import BUILD, MiB, build, cpu_s, make_model, peak_rss_kib, sh
+from benchlib import BUILD, MiB, build, cpu_s, disk_bytes_s, make_model, peak_rss_kib, sh
 
 
 def iperf3_bytes_s():
@@ -38,23 +38,6 @@ def sha256_bytes_s_one_core():
              capture_output=True, text=True).stdout
     m = re.search(r"^sha256\s+([\d.]+)k", out, re.M)
     return float(m.group(1)) * 1000
-
-
-def disk_bytes_s(dirpath, size=512 * MiB):
-    """Durable write speed of the cache's filesystem: what p2pd must do for
-    every byte (data fdatasync'd before its chunk counts)."""
-    path = os.path.join(dirpath, "ddtest")
-    buf = os.urandom(16 * MiB)
-    t0 = time.time()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for _ in range(size // len(buf)):
-            os.write(fd, buf)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    return size / (time.time() - t0)
 
 
 def run(a):

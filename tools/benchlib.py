@@ -94,6 +94,23 @@ def cpu_s(pid):
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def disk_bytes_s(dirpath, size=512 * MiB):
+    """Durable write speed of the cache's filesystem: what p2pd must do for
+    every byte (data fdatasync'd before its chunk counts)."""
+    path = os.path.join(dirpath, "ddtest")
+    buf = os.urandom(16 * MiB)
+    t0 = time.time()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(size // len(buf)):
+            os.write(fd, buf)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return size / (time.time() - t0)
+
+
 def curl_ranged(rgw, bucket, prefix, files, chunk, streams, out):
     """Downloads every object as chunk-sized ranges, `streams` at a time,
     with the curl CLI (SigV4 by curl), each range to its own file."""
@@ -170,14 +187,17 @@ def bench_cold(a):
                             "ratio_vs_durable_curl": round(t_curl_sync / t_p2pd, 3),
                             "p2pd_peak_rss_mib": round(rss / 1024, 1),
                             "p2pd_cpu_s": round(cpu, 2), "verified": ok})
+        disk = disk_bytes_s(work)
         for res in results:
+            res["disk_durable_mib_s"] = round(disk / MiB, 1)
             if a.json:
                 print(json.dumps(res))
             else:
                 print(f"cold: {res['bytes'] / MiB:.0f} MiB, {res['streams']} streams, "
                       f"{res['chunk_mib']} MiB ranges: curl {res['curl_mib_s']} MiB/s, "
                       f"p2pd {res['p2pd_mib_s']} MiB/s (verified={res['verified']}), "
-                      f"ratio {res['ratio']} (vs curl + sync: {res['ratio_vs_durable_curl']}), p2pd peak RSS {res['p2pd_peak_rss_mib']} MiB, "
+                      f"ratio {res['ratio']} (vs curl + sync: {res['ratio_vs_durable_curl']}; "
+                      f"durable disk writes {res['disk_durable_mib_s']} MiB/s), p2pd peak RSS {res['p2pd_peak_rss_mib']} MiB, "
                       f"p2pd CPU {res['p2pd_cpu_s']} s")
     finally:
         rgw.stop()
