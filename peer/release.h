@@ -77,7 +77,6 @@ struct peer_release_s {
   peer_waiter_t *waiters;
   unsigned nwaiters;
   ws_s3_req_t *mreq; /* manifest GET in flight */
-  size_t mcap;
   /* Swarm mode: neighbours were asked for the manifest first; mpeer is
    * the node id that sent the bytes being parsed ("" = from S3). */
   int mpeer_tried;

@@ -22,6 +22,7 @@
 #include "daemon.h"
 #include "peer_config.h"
 #include "release.h"
+#include "s3get.h"
 #include "swarm.h"
 
 #include <cjson/cJSON.h>
@@ -42,7 +43,7 @@ typedef struct {
   char *dir;
   char *mpath;  /* manifest file, or NULL when mbytes came from S3 */
   char *mbytes; /* manifest bytes (owned) */
-  size_t mlen, mcap;
+  size_t mlen;
   ws_manifest_t *m;
   int err;
   char errmsg[512];
@@ -177,39 +178,19 @@ static void seed_start_import(seed_job_t *j) {
 
 /* ---- manifest.json from S3 (URI case) ----------------------------------- */
 
-static int seed_on_mdata(ws_s3_req_t *req, uint64_t off, const void *buf,
-                         size_t len, void *arg) {
-  seed_job_t *j = arg;
-  (void)req;
-  (void)off;
-  if (len > PEER_MANIFEST_MAX_BYTES - j->mlen)
-    return WS_ELIMIT;
-  if (j->mlen + len + 1 > j->mcap) {
-    size_t cap = j->mcap ? j->mcap : 64 * 1024;
-    char *p;
-    while (cap < j->mlen + len + 1)
-      cap *= 2;
-    if ((p = realloc(j->mbytes, cap)) == NULL)
-      return -ENOMEM;
-    j->mbytes = p;
-    j->mcap = cap;
-  }
-  memcpy(j->mbytes + j->mlen, buf, len);
-  j->mlen += len;
-  j->mbytes[j->mlen] = '\0';
-  return WS_S3_DATA_OK;
-}
-
-static void seed_on_mdone(ws_s3_req_t *req, int status, void *arg) {
+static void seed_on_manifest(void *arg, int status, char *bytes, size_t len,
+                             const char *errmsg) {
   seed_job_t *j = arg;
   if (status != 0) {
-    seed_fail(j, status, ws_s3_req_errmsg(req));
+    seed_fail(j, status, errmsg);
     return;
   }
-  if (j->mbytes == NULL) {
+  if (bytes == NULL) {
     seed_fail(j, WS_EMANIFEST, "manifest.json is empty");
     return;
   }
+  j->mbytes = bytes;
+  j->mlen = len;
   seed_start_import(j);
 }
 
@@ -230,8 +211,8 @@ static int seed_fetch_manifest(seed_job_t *j, const char *uri) {
   if (n > 0 && key[n - 1] != '/')
     key[n++] = '/';
   memcpy(key + n, "manifest.json", sizeof("manifest.json"));
-  rc = ws_s3_get(j->d->s3, u.bucket, key, NULL, seed_on_mdata, seed_on_mdone,
-                 j) != NULL
+  rc = peer_s3_get_small(j->d, u.bucket, key, PEER_MANIFEST_MAX_BYTES,
+                         seed_on_manifest, j) != NULL
            ? 0
            : -ENOMEM;
   free(key);
