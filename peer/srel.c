@@ -364,6 +364,15 @@ void peer_srel_manifest_try(peer_srel_t *srel, uint64_t now_ms) {
     srel_manifest_answer(srel, NULL, 0, NULL);
 }
 
+void peer_srel_manifest_no_holders(peer_srel_t *srel) {
+  /* The tracker knows nobody in this release's swarm: no neighbour will
+   * have its manifest, so waiting out PEER_MANIFEST_PEER_TRY_MS only delays
+   * a cluster-wide cold start. */
+  if (srel->state == PEER_SREL_RESOLVING && !srel->mdone &&
+      srel->masked == NULL && srel->rel != NULL && srel->rel->uri != NULL)
+    srel_manifest_answer(srel, NULL, 0, NULL);
+}
+
 int peer_swarm_manifest_fetch(peer_swarm_t *s, peer_release_t *rel) {
   if (s->stopping)
     return WS_ECANCELED;

@@ -263,6 +263,10 @@ void peer_srel_free(peer_srel_t *srel);
  * when none is asked; gives up (the release goes to S3 or fails) after the
  * wait. */
 void peer_srel_manifest_try(peer_srel_t *srel, uint64_t now_ms);
+/* The tracker answered a manifest-less announce for srel's digest with no
+ * peers: a release with a URI stops waiting for neighbours and reads its
+ * manifest from S3 now. */
+void peer_srel_manifest_no_holders(peer_srel_t *srel);
 /* Runs the housekeeping tick within ms (and every PEER_SWARM_TICK_MS
  * after): a deadline shorter than the tick, such as the manifest wait. */
 void peer_swarm_tick_soon(peer_swarm_t *s, uint64_t ms);

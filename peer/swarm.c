@@ -145,6 +145,12 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
                            const ws_peer_info_t *peers, uint32_t n) {
   peer_swarm_t *s = arg;
   const peer_config_t *cfg = s->d->cfg;
+  if (n == 0 && !s->stopping) {
+    peer_srel_t *srel = peer_srel_find(s, digest);
+    if (srel != NULL)
+      peer_srel_manifest_no_holders(srel); /* may answer the release */
+    return;
+  }
   for (uint32_t i = 0; i < n && !s->stopping; i++) {
     const ws_peer_info_t *p = &peers[i];
     if (s->nnbrs >= cfg->max_neighbors)

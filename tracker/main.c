@@ -32,6 +32,7 @@ typedef struct {
   const char *key_file;
   const char *state_file;
   const char *log_level;
+  const char *origin_inflight;
 } opts_t;
 
 typedef struct {
@@ -48,6 +49,7 @@ typedef struct {
 static void usage(FILE *to) {
   fputs("usage: p2p-tracker --listen HOST:PORT --http HOST:PORT\n"
         "                   [--cluster-key FILE] [--state FILE]\n"
+        "                   [--origin-inflight N]\n"
         "                   [--log-level error|warn|info|debug]\n",
         to);
 }
@@ -63,6 +65,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       {"cluster-key", required_argument, NULL, 'k'},
       {"state", required_argument, NULL, 's'},
       {"log-level", required_argument, NULL, 'v'},
+      {"origin-inflight", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int ch;
@@ -84,6 +87,9 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     case 'v':
       o->log_level = optarg;
       break;
+    case 'o':
+      o->origin_inflight = optarg;
+      break;
     case 'h':
       usage(stdout);
       exit(0);
@@ -98,6 +104,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
   o->key_file = env_or(o->key_file, "P2P_CLUSTER_KEY_FILE");
   o->state_file = env_or(o->state_file, "P2P_TRACKER_STATE");
   o->log_level = env_or(o->log_level, "P2P_LOG_LEVEL");
+  o->origin_inflight =
+      env_or(o->origin_inflight, "P2P_TRACKER_ORIGIN_INFLIGHT");
   if (o->listen == NULL || o->http == NULL)
     return WS_EUSAGE;
   return 0;
@@ -242,6 +250,18 @@ int main(int argc, char **argv) {
   if (a.t == NULL) {
     WS_LOGE("out of memory");
     return 1;
+  }
+  if (o.origin_inflight != NULL) {
+    char *end = NULL;
+    unsigned long n = strtoul(o.origin_inflight, &end, 10);
+    if (end == o.origin_inflight || *end != '\0' || n < 1 ||
+        n > TRK_ORIGIN_INFLIGHT_MAX) {
+      WS_LOGE("--origin-inflight %s: want 1..%u", o.origin_inflight,
+              (unsigned)TRK_ORIGIN_INFLIGHT_MAX);
+      trk_tracker_free(a.t);
+      return 2;
+    }
+    trk_tracker_set_origin_inflight(a.t, (uint32_t)n);
   }
   if (o.state_file != NULL) {
     uint32_t n = 0;

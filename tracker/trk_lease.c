@@ -22,9 +22,12 @@
 
 uint32_t trk_lease_cap(const trk_swarm_t *s) {
   uint32_t n = s->downloaders == 0 ? 1u : s->downloaders;
-  uint32_t per = (TRK_ORIGIN_INFLIGHT_TARGET + n - 1u) / n;
-  if (per < TRK_LEASES_PER_PEER_MIN)
-    per = TRK_LEASES_PER_PEER_MIN;
+  uint32_t target =
+      s->origin_target != 0 ? s->origin_target : TRK_ORIGIN_INFLIGHT_TARGET;
+  uint32_t min = s->origin_target != 0 ? 1u : TRK_LEASES_PER_PEER_MIN;
+  uint32_t per = (target + n - 1u) / n;
+  if (per < min)
+    per = min;
   if (per > TRK_LEASES_PER_PEER_MAX)
     per = TRK_LEASES_PER_PEER_MAX;
   return per;

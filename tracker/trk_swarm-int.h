@@ -35,6 +35,9 @@ struct trk_member_s {
 
 struct trk_swarm_s {
   ws_hash_t digest;
+  /* Origin fetches to aim for in this swarm; 0: TRK_ORIGIN_INFLIGHT_TARGET
+   * with at least TRK_LEASES_PER_PEER_MIN per downloader. */
+  uint32_t origin_target;
   char digest_str[WS_DIGEST_STR_LEN + 1];
   char uri[TRK_URI_MAX + 1];
   uint32_t total;

@@ -344,3 +344,7 @@ uint32_t trk_member_want(const trk_member_t *m) {
 void trk_member_set_want(trk_member_t *m, uint32_t want) {
   m->want_leases = want;
 }
+
+void trk_swarm_set_origin_target(trk_swarm_t *s, uint32_t n) {
+  s->origin_target = n;
+}

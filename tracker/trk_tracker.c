@@ -18,8 +18,15 @@ struct trk_tracker_s {
   trk_swarm_t *swarms[TRK_MAX_SWARMS];
   uint32_t nswarms;
   uint64_t rng;
+  uint32_t origin_target; /* 0: default policy (trk_lease_cap) */
   trk_tracker_stats_t st;
 };
+
+void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n) {
+  t->origin_target = n;
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    trk_swarm_set_origin_target(t->swarms[i], n);
+}
 
 trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
                                uint64_t now_ms) {
@@ -149,6 +156,7 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
     s = trk_swarm_new(&a->digest, a->total_chunks, now_ms);
     if (s == NULL)
       return -ENOMEM;
+    trk_swarm_set_origin_target(s, t->origin_target);
     t->swarms[t->nswarms++] = s;
     created = 1;
   }

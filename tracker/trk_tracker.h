@@ -132,6 +132,12 @@ int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
                          const char *uri, uint64_t now_ms) WS_MUST_USE;
 
 /* Read access for JSON, metrics and the server. */
+/* Concurrent origin (S3) fetches to aim for per swarm, shared among its
+ * downloading peers (at least one each); 0 restores the default policy
+ * (TRK_ORIGIN_INFLIGHT_TARGET, at least TRK_LEASES_PER_PEER_MIN each).
+ * Fewer fetches in flight finish each chunk sooner, so peers can swap it
+ * sooner: set it low when the origin link, not S3, is the limit. */
+void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n);
 /* The wanted releases peer id has not joined, as a reply with nothing else
  * (no peers, no leases, interval 0): what the server pushes to every peer
  * when the wanted set grows, so a POSTed prefetch starts at once rather

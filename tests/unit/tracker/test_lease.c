@@ -32,6 +32,30 @@ static void test_cap_scales_with_downloaders(void **state) {
   fx_free(&fx);
 }
 
+/* --origin-inflight: the target is shared among downloaders, one each at
+ * least, and every grant stays within it. */
+static void test_origin_target_caps_inflight(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t total = 0;
+  fx_init(&fx, 8, 100, NULL);
+  trk_swarm_set_origin_target(fx.s, 4);
+  assert_int_equal(trk_lease_cap(fx.s), 1);
+  for (uint32_t i = 0; i < 8; i++)
+    total += grant(&fx, i, 0, NULL);
+  assert_int_equal(total, 8); /* one each: at least one per downloader */
+  fx_check(fx.s);
+  fx_free(&fx);
+  fx_init(&fx, 2, 100, NULL);
+  trk_swarm_set_origin_target(fx.s, 4);
+  assert_int_equal(trk_lease_cap(fx.s), 2);
+  assert_int_equal(grant(&fx, 0, 0, NULL) + grant(&fx, 1, 0, NULL), 4);
+  trk_swarm_set_origin_target(fx.s, 0); /* default policy again */
+  assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MAX);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
 static void test_want_limits_and_seeds(void **state) {
   (void)state;
   fx_t fx;
@@ -510,6 +534,7 @@ static void test_spread_slow_and_stalled_peers(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cap_scales_with_downloaders),
+      cmocka_unit_test(test_origin_target_caps_inflight),
       cmocka_unit_test(test_want_limits_and_seeds),
       cmocka_unit_test(test_disjoint_first_round),
       cmocka_unit_test(test_no_lease_for_held_chunks),
