@@ -620,3 +620,16 @@ void peer_files_close_all(peer_daemon_t *d) {
     }
   }
 }
+
+int peer_file_chunk_verify_commit(peer_file_t *file, uint32_t j, uint64_t off,
+                                  uint32_t len) {
+  if (file->mf.chunks != NULL) {
+    ws_hash_t got;
+    int rc = ws_sha256_fd(ws_store_file_fd(file->pf), off, len, &got);
+    if (rc != 0)
+      return rc;
+    if (!ws_hash_eq(&got, &file->mf.chunks[j]))
+      return WS_EDIGEST;
+  }
+  return ws_store_chunk_commit(file->pf, j);
+}

@@ -130,6 +130,13 @@ int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **file,
 void peer_file_chunk_take(peer_file_t *file, uint32_t j);
 /* Kicks every source (origin fetcher, swarm picker): chunks changed. */
 void peer_files_kick(peer_daemon_t *d);
+/* [worker] A chunk whose len bytes at off are all written to the partial:
+ * hashes them back (page cache) against the manifest's chunk hash when it
+ * has one, then commits the chunk (data durable, then its bit). 0,
+ * WS_EDIGEST (nothing committed) or a store error. The one verify path of
+ * every source (origin, peers). */
+int peer_file_chunk_verify_commit(peer_file_t *file, uint32_t j, uint64_t off,
+                                  uint32_t len) WS_MUST_USE;
 /* The one completion path for an INFLIGHT chunk. status 0: verified and
  * committed, DONE. WS_EDIGEST: the hash failed, MISSING again (the file
  * fails after PEER_CHUNK_RETRIES_MAX). WS_ECANCELED: MISSING again,

@@ -262,20 +262,7 @@ static void xfer_complete(xfer_t *x, int status, int kick) {
 /* [worker] Hashes the chunk back from the page cache and commits it. */
 static void xfer_verify_work(void *arg) {
   xfer_t *x = arg;
-  peer_file_t *file = x->file;
-  if (file->mf.chunks != NULL) {
-    ws_hash_t got;
-    int rc = ws_sha256_fd(ws_store_file_fd(file->pf), x->off, x->len, &got);
-    if (rc != 0) {
-      x->status = rc;
-      return;
-    }
-    if (!ws_hash_eq(&got, &file->mf.chunks[x->j])) {
-      x->status = WS_EDIGEST;
-      return;
-    }
-  }
-  x->status = ws_store_chunk_commit(file->pf, x->j);
+  x->status = peer_file_chunk_verify_commit(x->file, x->j, x->off, x->len);
 }
 
 static void xfer_verify_after(void *arg, int status) {

@@ -263,20 +263,7 @@ static void rx_free(peer_rx_t *rx) {
 /* [worker] */
 static void rx_verify_work(void *arg) {
   peer_rx_t *rx = arg;
-  peer_file_t *file = rx->file;
-  if (file->mf.chunks != NULL) {
-    ws_hash_t got;
-    int rc = ws_sha256_fd(ws_store_file_fd(file->pf), rx->off, rx->len, &got);
-    if (rc != 0) {
-      rx->status = rc;
-      return;
-    }
-    if (!ws_hash_eq(&got, &file->mf.chunks[rx->j])) {
-      rx->status = WS_EDIGEST;
-      return;
-    }
-  }
-  rx->status = ws_store_chunk_commit(file->pf, rx->j);
+  rx->status = peer_file_chunk_verify_commit(rx->file, rx->j, rx->off, rx->len);
 }
 
 static void rx_verify_after(void *arg, int status) {

@@ -6,19 +6,22 @@ salt/personal, crypto_generichash = BLAKE2b, crypto_auth = HMAC-SHA512-256)
 from docs/protocol.md alone. WS_PROTO_TOOL names proto_interop_tool.
 """
 import hashlib
-import hmac
 import os
 import struct
 import subprocess
 
+import sys
+
 import msgpack
 import pytest
 
+# The independent Python implementation of docs/protocol.md, shared with the
+# fault suite's hostile peers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "lib"))
+from wsproto import HDR, T, kdf, mac as auth  # noqa: E402
+
 TOOL = os.environ.get("WS_PROTO_TOOL", "")
-HDR = struct.Struct(">2sBBB3xII")
-T = dict(HELLO=1, AUTH=2, ERROR=3, GOODBYE=4, ANNOUNCE=16, ANNOUNCE_REPLY=17,
-         LEASE_RENEW=18, LEASE_RELEASE=19, HAVE=32, BITFIELD=33, REQUEST=34,
-         CANCEL=35, CHUNK=36, REJECT=37, MANIFEST_REQ=38, MANIFEST=39)
 PAYLOAD_TYPES = {T["CHUNK"], T["MANIFEST"]}
 
 
@@ -155,16 +158,6 @@ def test_c_rejects_hostile(tmp_path, data, err):
     r = run("decode", str(f))
     assert r.returncode == 1
     assert r.stdout.splitlines()[-1] == "ERROR " + err
-
-
-def kdf(key, subkey_id, ctx=b"wswarm01"):
-    return hashlib.blake2b(b"", digest_size=32, key=key,
-                           salt=struct.pack("<Q", subkey_id) + bytes(8),
-                           person=ctx + bytes(8)).digest()
-
-
-def auth(key, msg):
-    return hmac.new(key, msg, hashlib.sha512).digest()[:32]
 
 
 def test_handshake_known_answers():
