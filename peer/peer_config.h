@@ -80,7 +80,7 @@
 #define PEER_NBR_RELEASES_MAX 16u
 /* Chunk requests in flight to one neighbour. The server streams them one
  * after the other, so a few keep its link busy between chunks. */
-#define PEER_PIPELINE_DEPTH 8u
+#define PEER_PIPELINE_DEPTH 4u
 /* Chunk requests a neighbour may queue with us; more get REJECT busy. */
 #define PEER_SERVE_QUEUE_MAX 16u
 /* Chunks being uploaded at once over all neighbours (each holds

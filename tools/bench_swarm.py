@@ -1,5 +1,6 @@
 """tools/bench swarm: N hosts in network namespaces on one bridge, each
-host's link shaped to B in both directions with tc (htb), the S3 server
+host's link shaped to B in both directions with tc (htb, ACKs ahead of
+bulk data, see shape()), the S3 server
 (radosgw) in its own namespace with uplink U, the tracker in its own
 unshaped namespace. Runs `direct` (every host fetches from S3 with p2pd
 standalone) and `swarm` (tracker + p2pd everywhere, one cluster-wide
@@ -34,6 +35,28 @@ def host_ip(i):
     return f"{NET}.{10 + i}"
 
 
+def shape(ns, dev, mbit):
+    """Rate mbit on dev's egress: one htb link class, with small TCP packets
+    (pure ACKs, < 128 bytes) in a priority child class and everything else
+    in a bulk one. A host's NIC sends the ACKs of its downloads on the same
+    queue as its uploads; Linux's default fq_codel keeps them from waiting
+    behind bulk data, but this kernel has neither fq_codel nor sfq, and a
+    plain FIFO under the shaper would throttle every download of a host
+    that is also uploading (the swarm's normal state) to well under B."""
+    tc = ["tc", "-n", ns]
+    sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20",
+       "r2q", "1000")
+    sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+       "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit")
+    sh(*tc, "class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb",
+       "rate", f"{max(1, mbit // 10)}mbit", "ceil", f"{mbit}mbit", "prio", "0")
+    sh(*tc, "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb",
+       "rate", f"{mbit - max(1, mbit // 10)}mbit", "ceil", f"{mbit}mbit", "prio", "1")
+    sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+       "u32", "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff80",
+       "at", "2", "flowid", "1:10")
+
+
 class Net:
     def __init__(self, n, rate_mbit, origin_mbit):
         self.n = n
@@ -64,10 +87,7 @@ class Net:
             # Egress of the host (its upload) and egress of the bridge port
             # towards it (its download): rate B both ways.
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
-                sh("tc", "-n", nsx, "qdisc", "add", "dev", dev, "root", "handle", "1:",
-                   "htb", "default", "10", "r2q", "1000")
-                sh("tc", "-n", nsx, "class", "add", "dev", dev, "parent", "1:", "classid",
-                   "1:10", "htb", "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit")
+                shape(nsx, dev, mbit)
 
     def tx_bytes(self, name):
         out = sh("ip", "netns", "exec", f"{PFX}-{name}", "cat",
@@ -114,12 +134,14 @@ class NsP2pd(ws.P2pd):
         raise RuntimeError("p2pd not ready: " + self.tail())
 
 
-def wait_all(peers, digest, t0, timeout=3600, timeline=None):
+def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None):
     done = {}
     next_sample = 0.0
     while len(done) < len(peers):
         if timeline is not None and time.time() - t0 >= next_sample:
             row = [round(time.time() - t0, 1)]
+            if origin_mib is not None:
+                row.append(origin_mib())
             for p in peers:
                 st, r = p.api("GET", f"/api/v1/releases/{digest}")
                 row.append(r.get("bytes_done", 0) // MiB if st == 200 else 0)
@@ -168,9 +190,10 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 st, r = p.api("POST", "/api/v1/prefetch", {"uri": pub["uri"]})
                 assert st == 200, r
         timeline = [] if a.timeline else None
-        times = wait_all(peers, pub["digest"], t0, timeline=timeline)
+        times = wait_all(peers, pub["digest"], t0, timeline=timeline,
+                         origin_mib=lambda: (net.tx_bytes("s3") - s3_before) // MiB)
         if timeline:
-            print(f"{mode} timeline (s, MiB done per host):")
+            print(f"{mode} timeline (s, MiB the S3 host sent, MiB done per host):")
             for row in timeline:
                 print("  " + " ".join(f"{v:>6}" for v in row))
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
