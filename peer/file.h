@@ -130,6 +130,17 @@ int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **file,
 void peer_file_chunk_take(peer_file_t *file, uint32_t j);
 /* Kicks every source (origin fetcher, swarm picker): chunks changed. */
 void peer_files_kick(peer_daemon_t *d);
+/* Writes buf->data[0..buf->len) at off in file's partial with uv_fs_write,
+ * finishing short writes. buf is borrowed until cb(arg, buf, status) runs,
+ * once, with 0 or a negative error. Returns 0 when queued, or an error
+ * (nothing queued, cb never runs). The one write path of every source
+ * (origin, peers): their data never waits in memory for the disk beyond
+ * the buffer pool. Loop thread. */
+struct peer_buf_s; /* bufpool.h */
+typedef void (*peer_file_write_cb)(void *arg, struct peer_buf_s *buf,
+                                   int status);
+int peer_file_write(peer_daemon_t *d, peer_file_t *file, struct peer_buf_s *buf,
+                    uint64_t off, peer_file_write_cb cb, void *arg) WS_MUST_USE;
 /* [worker] A chunk whose len bytes at off are all written to the partial:
  * hashes them back (page cache) against the manifest's chunk hash when it
  * has one, then commits the chunk (data durable, then its bit). 0,

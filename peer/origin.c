@@ -43,14 +43,6 @@ struct xfer_s {
   peer_bufwait_t wait;
 };
 
-typedef struct {
-  uv_fs_t fs;
-  xfer_t *x;
-  peer_buf_t *buf;
-  uint64_t off;
-  size_t done;
-} xfer_write_t;
-
 struct peer_origin_s {
   peer_daemon_t *d;
   unsigned max_inflight;
@@ -103,28 +95,12 @@ static void xfer_fail(xfer_t *x, int err, const char *msg) {
 
 /* ---- writes ------------------------------------------------------------- */
 
-static void xfer_write_cb(uv_fs_t *fs) {
-  xfer_write_t *w = fs->data;
-  xfer_t *x = w->x;
+static void xfer_written(void *arg, peer_buf_t *buf, int status) {
+  xfer_t *x = arg;
   peer_bufpool_t *pool = x->o->d->pool;
-  ssize_t r = fs->result;
-  uv_fs_req_cleanup(fs);
-  if (r > 0 && w->done + (size_t)r < w->buf->len) {
-    /* Short write: write the rest at its offset. */
-    w->done += (size_t)r;
-    uv_buf_t b =
-        uv_buf_init(w->buf->data + w->done, (unsigned)(w->buf->len - w->done));
-    int fd = ws_store_file_fd(x->file->pf);
-    if (uv_fs_write(&x->o->d->loop, &w->fs, fd, &b, 1,
-                    (int64_t)(w->off + w->done), xfer_write_cb) == 0)
-      return;
-    r = -EIO;
-  }
-  if (r <= 0)
-    xfer_fail(x, r < 0 ? (int)r : -EIO, "writing partial file");
+  if (status != 0)
+    xfer_fail(x, status, "writing partial file");
   x->writes--;
-  peer_buf_t *buf = w->buf;
-  free(w);
   /* x may be freed here; put() then resumes a paused transfer (which may
    * deliver data at once), so it comes last. */
   xfer_maybe_finish(x);
@@ -141,23 +117,8 @@ static void xfer_flush(xfer_t *x) {
     peer_bufpool_put(x->o->d->pool, buf);
     return;
   }
-  xfer_write_t *w = calloc(1, sizeof(*w));
-  int fd = ws_store_file_fd(x->file->pf);
-  if (w == NULL || fd < 0) {
-    free(w);
-    xfer_fail(x, w == NULL ? -ENOMEM : -EBADF, "writing partial file");
-    peer_bufpool_put(x->o->d->pool, buf);
-    return;
-  }
-  w->x = x;
-  w->buf = buf;
-  w->off = x->cur_off;
-  w->fs.data = w;
-  uv_buf_t b = uv_buf_init(buf->data, (unsigned)buf->len);
-  int rc = uv_fs_write(&x->o->d->loop, &w->fs, fd, &b, 1, (int64_t)w->off,
-                       xfer_write_cb);
+  int rc = peer_file_write(x->o->d, x->file, buf, x->cur_off, xfer_written, x);
   if (rc != 0) {
-    free(w);
     xfer_fail(x, rc, "writing partial file");
     peer_bufpool_put(x->o->d->pool, buf);
     return;

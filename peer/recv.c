@@ -56,14 +56,6 @@ struct peer_rx_s {
   peer_bufwait_t wait;
 };
 
-typedef struct {
-  uv_fs_t fs;
-  peer_rx_t *rx;
-  peer_buf_t *buf;
-  uint64_t off;
-  size_t done;
-} rx_write_t;
-
 static void rx_maybe_finish(peer_rx_t *rx);
 
 static void rx_set_state(peer_rx_t *rx, rx_state_t to) {
@@ -121,26 +113,12 @@ static void rx_fail(peer_rx_t *rx, int err) {
     rx->status = err;
 }
 
-static void rx_write_cb(uv_fs_t *fs) {
-  rx_write_t *w = fs->data;
-  peer_rx_t *rx = w->rx;
+static void rx_written(void *arg, peer_buf_t *buf, int status) {
+  peer_rx_t *rx = arg;
   peer_bufpool_t *pool = rx->s->d->pool;
-  ssize_t r = fs->result;
-  uv_fs_req_cleanup(fs);
-  if (r > 0 && w->done + (size_t)r < w->buf->len) {
-    w->done += (size_t)r;
-    uv_buf_t b =
-        uv_buf_init(w->buf->data + w->done, (unsigned)(w->buf->len - w->done));
-    if (uv_fs_write(&rx->s->d->loop, &w->fs, ws_store_file_fd(rx->file->pf), &b,
-                    1, (int64_t)(w->off + w->done), rx_write_cb) == 0)
-      return;
-    r = -EIO;
-  }
-  if (r <= 0)
-    rx_fail(rx, r < 0 ? (int)r : -EIO);
+  if (status != 0)
+    rx_fail(rx, status);
   rx->writes--;
-  peer_buf_t *buf = w->buf;
-  free(w);
   rx_maybe_finish(rx); /* may free rx */
   peer_bufpool_put(pool, buf);
 }
@@ -155,23 +133,9 @@ static void rx_flush(peer_rx_t *rx) {
     peer_bufpool_put(pool, buf);
     return;
   }
-  rx_write_t *w = calloc(1, sizeof(*w));
-  int fd = rx->file->pf != NULL ? ws_store_file_fd(rx->file->pf) : -1;
-  if (w == NULL || fd < 0) {
-    free(w);
-    rx_fail(rx, w == NULL ? -ENOMEM : -EBADF);
-    peer_bufpool_put(pool, buf);
-    return;
-  }
-  w->rx = rx;
-  w->buf = buf;
-  w->off = rx->cur_off;
-  w->fs.data = w;
-  uv_buf_t b = uv_buf_init(buf->data, (unsigned)buf->len);
-  int rc = uv_fs_write(&rx->s->d->loop, &w->fs, fd, &b, 1, (int64_t)w->off,
-                       rx_write_cb);
+  int rc =
+      peer_file_write(rx->s->d, rx->file, buf, rx->cur_off, rx_written, rx);
   if (rc != 0) {
-    free(w);
     rx_fail(rx, rc);
     peer_bufpool_put(pool, buf);
     return;
