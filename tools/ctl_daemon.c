@@ -47,9 +47,14 @@ typedef struct {
   double timeout_s; /* < 0: none */
 } dargs_t;
 
+/* Set by dargs_parse when the command line asks for --help: the usage then
+ * goes to stdout with exit 0 instead of stderr with CTL_EXIT_USAGE. */
+static int ctl_help_wanted;
+
 static int ctl_usage(const char *cmd, const char *text) {
-  fprintf(stderr, "usage: p2pctl %s %s\n", cmd, text);
-  return CTL_EXIT_USAGE;
+  fprintf(ctl_help_wanted ? stdout : stderr, "usage: p2pctl %s %s\n", cmd,
+          text);
+  return ctl_help_wanted ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 }
 
 /* Parses the options every daemon command shares. */
@@ -58,7 +63,10 @@ static int dargs_parse(int argc, char **argv, dargs_t *a) {
   a->timeout_s = -1;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
-    if (strcmp(s, "--wait") == 0) {
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      ctl_help_wanted = 1;
+      return WS_EUSAGE;
+    } else if (strcmp(s, "--wait") == 0) {
       a->wait = 1;
     } else if (strcmp(s, "--json") == 0) {
       a->json = 1;
