@@ -10,6 +10,7 @@
 #define PEER_BUFPOOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ws_err.h"
 
@@ -20,6 +21,8 @@ typedef struct peer_buf_s {
   size_t len;                   /* bytes filled by the borrower */
   size_t cap;                   /* capacity (the pool's buffer size) */
   char *data;
+  struct peer_buf_s *next; /* the borrower's queue (chunkw.c) */
+  uint64_t off;            /* the borrower's file offset (chunkw.c) */
 } peer_buf_t;
 
 typedef struct peer_bufwait_s peer_bufwait_t;

@@ -465,6 +465,17 @@ free_all:
   return rc;
 }
 
+int peer_file_same_chunks(const peer_file_t *file, const ws_manifest_t *m,
+                          const ws_mfile_t *mf) {
+  if (file->mf.size != mf->size || file->chunk_size != m->chunk_size ||
+      file->mf.nchunks != mf->nchunks ||
+      (file->mf.chunks == NULL) != (mf->chunks == NULL))
+    return 0;
+  return mf->chunks == NULL ||
+         memcmp(file->mf.chunks, mf->chunks,
+                sizeof(ws_hash_t) * (size_t)mf->nchunks) == 0;
+}
+
 int peer_file_attach(peer_file_t *file, peer_release_t *rel) {
   for (uint32_t i = 0; i < file->nwaiters; i++) {
     if (file->waiters[i] == rel)
@@ -553,6 +564,8 @@ void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
 
 static void file_finish_work(void *arg) {
   file_job_t *job = arg;
+  if (job->file->need_whole)
+    ws_store_file_need_whole(job->file->pf);
   job->status = ws_store_file_finish(job->file->pf);
 }
 
@@ -620,74 +633,4 @@ void peer_files_close_all(peer_daemon_t *d) {
         file_close_start(f);
     }
   }
-}
-
-int peer_file_chunk_verify_commit(peer_file_t *file, uint32_t j, uint64_t off,
-                                  uint32_t len) {
-  if (file->mf.chunks != NULL) {
-    ws_hash_t got;
-    int rc = ws_sha256_fd(ws_store_file_fd(file->pf), off, len, &got);
-    if (rc != 0)
-      return rc;
-    if (!ws_hash_eq(&got, &file->mf.chunks[j]))
-      return WS_EDIGEST;
-  }
-  return ws_store_chunk_commit(file->pf, j);
-}
-
-/* ---- writes into the partial ------------------------------------------- */
-
-typedef struct {
-  uv_fs_t fs;
-  peer_daemon_t *d;
-  peer_buf_t *buf;
-  uint64_t off;
-  size_t done;
-  int fd;
-  peer_file_write_cb cb;
-  void *arg;
-} file_write_t;
-
-static void file_write_done(uv_fs_t *fs) {
-  file_write_t *w = fs->data;
-  ssize_t r = fs->result;
-  uv_fs_req_cleanup(fs);
-  if (r > 0 && w->done + (size_t)r < w->buf->len) {
-    /* Short write: the rest at its offset. */
-    w->done += (size_t)r;
-    uv_buf_t b =
-        uv_buf_init(w->buf->data + w->done, (unsigned)(w->buf->len - w->done));
-    if (uv_fs_write(&w->d->loop, &w->fs, w->fd, &b, 1,
-                    (int64_t)(w->off + w->done), file_write_done) == 0)
-      return;
-    r = -EIO;
-  }
-  peer_file_write_cb cb = w->cb;
-  void *arg = w->arg;
-  peer_buf_t *buf = w->buf;
-  free(w);
-  cb(arg, buf, r > 0 ? 0 : r < 0 ? (int)r : -EIO);
-}
-
-int peer_file_write(peer_daemon_t *d, peer_file_t *file, peer_buf_t *buf,
-                    uint64_t off, peer_file_write_cb cb, void *arg) {
-  int fd = file->pf != NULL ? ws_store_file_fd(file->pf) : -1;
-  if (fd < 0)
-    return -EBADF;
-  file_write_t *w = calloc(1, sizeof(*w));
-  if (w == NULL)
-    return -ENOMEM;
-  w->d = d;
-  w->buf = buf;
-  w->off = off;
-  w->fd = fd;
-  w->cb = cb;
-  w->arg = arg;
-  w->fs.data = w;
-  uv_buf_t b = uv_buf_init(buf->data, (unsigned)buf->len);
-  int rc =
-      uv_fs_write(&d->loop, &w->fs, fd, &b, 1, (int64_t)off, file_write_done);
-  if (rc != 0)
-    free(w);
-  return rc;
 }

@@ -79,6 +79,9 @@ struct peer_file_s {
   uint64_t bytes_from_s3;
   uint64_t bytes_from_peers;
   unsigned digest_retries;
+  /* Another release shares this file (same sha256) with a different chunk
+   * list: its chunks alone do not vouch for the blob, hash it whole. */
+  int need_whole;
   int err; /* when FAILED */
   char errmsg[256];
   peer_release_t **waiters; /* releases that need it (no duplicates) */
@@ -111,6 +114,10 @@ int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
 /* Registers rel as needing file. Returns 1 when added (rel then gets
  * peer_release_file_done() once the file completes or fails), 0 when rel
  * was already registered or the file is already COMPLETE, -ENOMEM. */
+/* 1 if file was set up from the same chunk list as mf in m (size, chunk
+ * size and chunk hashes). */
+int peer_file_same_chunks(const peer_file_t *file, const ws_manifest_t *m,
+                          const ws_mfile_t *mf);
 int peer_file_attach(peer_file_t *file, peer_release_t *rel) WS_MUST_USE;
 /* rel no longer needs file. A file nobody needs stops fetching. */
 void peer_file_detach(peer_file_t *file, peer_release_t *rel);
@@ -130,24 +137,11 @@ int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **file,
 void peer_file_chunk_take(peer_file_t *file, uint32_t j);
 /* Kicks every source (origin fetcher, swarm picker): chunks changed. */
 void peer_files_kick(peer_daemon_t *d);
-/* Writes buf->data[0..buf->len) at off in file's partial with uv_fs_write,
- * finishing short writes. buf is borrowed until cb(arg, buf, status) runs,
- * once, with 0 or a negative error. Returns 0 when queued, or an error
- * (nothing queued, cb never runs). The one write path of every source
- * (origin, peers): their data never waits in memory for the disk beyond
- * the buffer pool. Loop thread. */
+/* Called once per buffer written into the partial (chunkw.h), with 0 or a
+ * negative error; the buffer goes back to its owner. */
 struct peer_buf_s; /* bufpool.h */
 typedef void (*peer_file_write_cb)(void *arg, struct peer_buf_s *buf,
                                    int status);
-int peer_file_write(peer_daemon_t *d, peer_file_t *file, struct peer_buf_s *buf,
-                    uint64_t off, peer_file_write_cb cb, void *arg) WS_MUST_USE;
-/* [worker] A chunk whose len bytes at off are all written to the partial:
- * hashes them back (page cache) against the manifest's chunk hash when it
- * has one, then commits the chunk (data durable, then its bit). 0,
- * WS_EDIGEST (nothing committed) or a store error. The one verify path of
- * every source (origin, peers). */
-int peer_file_chunk_verify_commit(peer_file_t *file, uint32_t j, uint64_t off,
-                                  uint32_t len) WS_MUST_USE;
 /* The one completion path for an INFLIGHT chunk. status 0: verified and
  * committed, DONE. WS_EDIGEST: the hash failed, MISSING again (the file
  * fails after PEER_CHUNK_RETRIES_MAX). WS_ECANCELED: MISSING again,

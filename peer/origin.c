@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bufpool.h"
+#include "chunkw.h"
 #include "ws_log.h"
 
 typedef enum {
@@ -41,6 +42,7 @@ struct xfer_s {
   int status;        /* first error */
   char errmsg[256];
   peer_bufwait_t wait;
+  peer_chunkw_t cw; /* ordered, hashed writes of the chunk */
 };
 
 struct peer_origin_s {
@@ -117,7 +119,7 @@ static void xfer_flush(xfer_t *x) {
     peer_bufpool_put(x->o->d->pool, buf);
     return;
   }
-  int rc = peer_file_write(x->o->d, x->file, buf, x->cur_off, xfer_written, x);
+  int rc = peer_chunkw_write(&x->cw, buf, x->cur_off);
   if (rc != 0) {
     xfer_fail(x, rc, "writing partial file");
     peer_bufpool_put(x->o->d->pool, buf);
@@ -213,6 +215,7 @@ static void xfer_complete(xfer_t *x, int status, int kick) {
   if (status == 0)
     o->d->metrics.s3_bytes_chunks += x->len;
   peer_file_t *file = x->file;
+  peer_chunkw_cleanup(&x->cw);
   peer_file_chunk_done(file, x->j, PEER_SRC_ORIGIN, status, x->errmsg);
   peer_file_unref(file);
   free(x);
@@ -220,10 +223,10 @@ static void xfer_complete(xfer_t *x, int status, int kick) {
     peer_origin_kick(o);
 }
 
-/* [worker] Hashes the chunk back from the page cache and commits it. */
+/* [worker] Checks the digest of what was written and commits the chunk. */
 static void xfer_verify_work(void *arg) {
   xfer_t *x = arg;
-  x->status = peer_file_chunk_verify_commit(x->file, x->j, x->off, x->len);
+  x->status = peer_chunkw_verify_commit(&x->cw);
 }
 
 static void xfer_verify_after(void *arg, int status) {
@@ -264,6 +267,7 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
   x->len = peer_file_chunk_len(file, j);
   x->wait.cb = xfer_wake;
   x->state = XFER_RECEIVING;
+  int rc = peer_chunkw_init(&x->cw, o->d, file, j, xfer_written, x);
   ws_s3_range_t range = {
       .offset = x->off, .len = x->len, .if_match = file->etag};
   x->next = o->head;
@@ -271,8 +275,9 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
     o->head->prev = x;
   o->head = x;
   o->inflight++;
-  x->req = ws_s3_get(o->d->s3, file->bucket, file->key, &range, xfer_data,
-                     xfer_done, x);
+  if (rc == 0)
+    x->req = ws_s3_get(o->d->s3, file->bucket, file->key, &range, xfer_data,
+                       xfer_done, x);
   if (x->req == NULL) {
     /* Nothing will be called back: finish it here, outside any callback
      * of the transfer. */

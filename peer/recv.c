@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bufpool.h"
+#include "chunkw.h"
 #include "swarm-int.h"
 #include "ws_log.h"
 
@@ -54,9 +55,11 @@ struct peer_rx_s {
   char host[64];
   uint16_t port;
   peer_bufwait_t wait;
+  peer_chunkw_t cw; /* ordered, hashed writes of the chunk */
 };
 
 static void rx_maybe_finish(peer_rx_t *rx);
+static void rx_written(void *arg, peer_buf_t *buf, int status);
 
 static void rx_set_state(peer_rx_t *rx, rx_state_t to) {
   static const uint8_t legal[RX_STATE_LAST][RX_STATE_LAST] = {
@@ -102,6 +105,11 @@ peer_rx_t *peer_rx_new(peer_swarm_t *s, peer_nbr_t *n, peer_file_t *file,
   snprintf(rx->node_id, sizeof(rx->node_id), "%s", n->node_id);
   snprintf(rx->host, sizeof(rx->host), "%s", n->host);
   rx->port = n->port;
+  if (peer_chunkw_init(&rx->cw, s->d, file, j, rx_written, rx) != 0) {
+    peer_file_unref(file);
+    free(rx);
+    return NULL;
+  }
   s->rx_alive++;
   return rx;
 }
@@ -133,8 +141,7 @@ static void rx_flush(peer_rx_t *rx) {
     peer_bufpool_put(pool, buf);
     return;
   }
-  int rc =
-      peer_file_write(rx->s->d, rx->file, buf, rx->cur_off, rx_written, rx);
+  int rc = peer_chunkw_write(&rx->cw, buf, rx->cur_off);
   if (rc != 0) {
     rx_fail(rx, rc);
     peer_bufpool_put(pool, buf);
@@ -214,6 +221,7 @@ static void rx_free(peer_rx_t *rx) {
     s->d->metrics.chunks_from_peers++;
   assert(s->rx_alive > 0);
   s->rx_alive--;
+  peer_chunkw_cleanup(&rx->cw);
   free(rx);
   /* WS_EDIGEST is counted by the file (retries); anything else from the
    * network side just gives the chunk back. */
@@ -227,7 +235,7 @@ static void rx_free(peer_rx_t *rx) {
 /* [worker] */
 static void rx_verify_work(void *arg) {
   peer_rx_t *rx = arg;
-  rx->status = peer_file_chunk_verify_commit(rx->file, rx->j, rx->off, rx->len);
+  rx->status = peer_chunkw_verify_commit(&rx->cw);
 }
 
 static void rx_verify_after(void *arg, int status) {

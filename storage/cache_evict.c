@@ -26,6 +26,8 @@ static void blob_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
   cache_set_remove(&c->blobs, h);
   if (store_path_blob(c->root, h, path, sizeof(path)) == 0)
     (void)unlink(path);
+  if (store_path_chunklist(c->root, h, path, sizeof(path)) == 0)
+    (void)unlink(path);
 }
 
 static void partial_remove_locked(ws_cache_t *c, const ws_hash_t *h) {

@@ -14,8 +14,17 @@
 /* Root paths longer than this are refused so that every derived path
  * (root + "/releases/sha256-<hex>/" + a manifest name) fits in PATH_MAX. */
 #define STORE_ROOT_MAX 2048
-#define STORE_BITS_MAGIC "WSBITS01"
-#define STORE_BITS_HDR 16 /* magic[8], u32 nchunks, u32 chunk_size (LE) */
+#define STORE_BITS_MAGIC "WSBITS03"
+/* The bitmap file: a header (magic[8], u32 nchunks, u32 chunk_size (LE),
+ * chunk-list root[32]: a bitmap resumes only for the same chunk list, see
+ * store_chunk_root), then two bitmaps of one bit per chunk: "durable" and
+ * "recent" (see store_file.c). */
+#define STORE_BITS_HDR 48
+#define STORE_BITS_FILE_BYTES(nchunks)                                        \
+  (STORE_BITS_HDR + 2 * (((uint64_t)(nchunks) + 7) / 8))
+/* Verified chunk bytes of one file between two durability checkpoints
+ * (one fdatasync of the data, then of the bitmap). */
+#define STORE_CHECKPOINT_BYTES (64u << 20)
 
 struct ws_store_s {
   char *root; /* owned */
@@ -32,6 +41,33 @@ int store_path_partial(const char *root, const ws_hash_t *h, const char *ext,
                        char *buf, size_t len);
 int store_path_release(const char *root, const ws_hash_t *digest, char *buf,
                        size_t len);
+/* blobs/chunklist/<ab>/<hex>: the note on a blob that was verified chunk by
+ * chunk only (see store_blob_usable). */
+int store_path_chunklist(const char *root, const ws_hash_t *h, char *buf,
+                         size_t len);
+
+/* The root of f's chunk list at chunk_size: sha256 over a label, the chunk
+ * size, the file size and every chunk digest in order. All zero when f has
+ * no chunk hashes (whole-file mode). */
+int store_chunk_root(const ws_mfile_t *f, uint32_t chunk_size,
+                     ws_hash_t *out) WS_MUST_USE;
+/* [worker] Whether the blob named by f->sha256 may serve f.
+ *
+ * A blob finished from verified chunks without a whole-file pass carries a
+ * note with its chunk-list root. Blobs are shared by every release naming
+ * the same sha256, so a manifest whose chunks disagree with its file sha256
+ * could otherwise plant content under a name another release trusts. A
+ * blob without a note was hashed whole; one whose note matches f's chunk
+ * list is exactly what f's chunks describe. Anything else is hashed whole
+ * now: a match drops the note, a mismatch removes the blob (logged) so
+ * that f fetches its own. 1 usable, 0 absent or removed, <0 error. */
+int store_blob_usable(ws_store_t *st, const ws_mfile_t *f,
+                      uint32_t chunk_size);
+/* [worker] Writes the note (durably) for a blob about to appear. */
+int store_blob_note_write(ws_store_t *st, const ws_hash_t *h,
+                          const ws_hash_t *root) WS_MUST_USE;
+/* [worker] Drops the note of a blob that was just hashed whole. */
+void store_blob_note_drop(ws_store_t *st, const ws_hash_t *h);
 
 /* Filesystem helpers (negative errno on failure). */
 int store_fs_mkdirs(const char *path);

@@ -139,11 +139,30 @@ int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
  * that pwrite bytes as they arrive and hash them themselves; they then call
  * ws_store_chunk_commit. */
 int ws_store_file_fd(const ws_store_file_t *pf);
-/* [worker] Commits chunk j written through ws_store_file_fd: fdatasync, then
- * the bitmap bit (durable). The caller has verified the chunk's hash. */
+/* [worker] Writes len bytes at off into the partial (all of them; EINTR
+ * and short writes handled). Writers of one file take turns in user space:
+ * the kernel's inode lock, contended by several threads, spins (and on a
+ * VM burned more CPU than the copies). Bytes become a chunk only through
+ * ws_store_chunk_commit. */
+int ws_store_file_pwrite(ws_store_file_t *pf, const void *data, size_t len,
+                         uint64_t off) WS_MUST_USE;
+/* Makes ws_store_file_finish hash the whole file even though the manifest
+ * has a chunk list (another release shares the partial with a different
+ * chunk list). */
+void ws_store_file_need_whole(ws_store_file_t *pf);
+/* [worker] Commits chunk j, written and verified by the caller: its bit
+ * survives the process dying at once, and a power loss after the next
+ * checkpoint (taken here every STORE_CHECKPOINT_BYTES, on close, or by
+ * ws_store_file_checkpoint). */
 int ws_store_chunk_commit(ws_store_file_t *pf, uint32_t j) WS_MUST_USE;
-/* [worker] All chunks done: verifies the whole-file sha256, fsyncs, chmod
- * 0444 and renames into blobs/, then drops the bitmap. On a digest mismatch
+/* [worker] Makes every committed chunk durable: fdatasync of the data, then
+ * of the bitmap. */
+int ws_store_file_checkpoint(ws_store_file_t *pf) WS_MUST_USE;
+/* [worker] All chunks done: verifies the file (with a chunk list: its
+ * chunks were verified as they were committed, and a note of the list goes
+ * next to the blob; without one, or after ws_store_file_need_whole: the
+ * whole-file sha256), fsyncs, chmod 0444 and renames into blobs/, then
+ * drops the bitmap. On a whole-file digest mismatch
  * the partial is discarded (a fresh one is created, all chunks to fetch
  * again) and WS_EDIGEST is returned. WS_EBUSY if chunks are missing.
  * Returns 0 if already complete. */

@@ -26,6 +26,14 @@ int store_path_blob(const char *root, const ws_hash_t *h, char *buf,
       snprintf(buf, len, "%s/blobs/sha256/%.2s/%s", root, hex, hex), len);
 }
 
+int store_path_chunklist(const char *root, const ws_hash_t *h, char *buf,
+                         size_t len) {
+  char hex[WS_SHA256_HEX_LEN + 1];
+  ws_hash_to_hex(h, hex);
+  return path_fmt_check(
+      snprintf(buf, len, "%s/blobs/chunklist/%.2s/%s", root, hex, hex), len);
+}
+
 int store_path_partial(const char *root, const ws_hash_t *h, const char *ext,
                        char *buf, size_t len) {
   char hex[WS_SHA256_HEX_LEN + 1];

@@ -98,8 +98,8 @@ int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
       (err = store_path_partial(st->root, &f->sha256, "import", tmp,
                                 sizeof(tmp))) != 0)
     return err;
-  if (ws_store_has_blob(st, &f->sha256))
-    return 0;
+  if ((err = store_blob_usable(st, f, chunk_size)) != 0)
+    return err < 0 ? err : 0;
   if ((src = open(src_path, O_RDONLY | O_CLOEXEC)) < 0)
     return -errno;
   if (fstat(src, &sb) != 0) {
@@ -139,6 +139,7 @@ int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
     goto out_unlink;
   if ((err = store_fs_fsync_parent(blob)) != 0)
     goto out;
+  store_blob_note_drop(st, &f->sha256); /* hashed whole just now */
   /* A partial preallocated for this file (by release_begin, or an earlier
    * interrupted fetch) is now redundant: drop it and its ledger bytes. */
   if (store_path_partial(st->root, &f->sha256, "data", tmp, sizeof(tmp)) == 0)

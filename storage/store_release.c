@@ -20,7 +20,7 @@
 
 static uint64_t file_partial_bytes(const ws_mfile_t *f, uint32_t chunk_size) {
   uint64_t n = (f->size + chunk_size - 1) / chunk_size;
-  return f->size + STORE_BITS_HDR + (n + 7) / 8;
+  return f->size + STORE_BITS_FILE_BYTES(n);
 }
 
 static uint32_t manifest_chunk_size(const ws_manifest_t *m) {
@@ -208,9 +208,14 @@ int ws_store_release_publish(ws_store_t *st, const ws_manifest_t *m,
     return err;
   if (lstat(final, &sb) == 0)
     return release_mark_published(st, m, len);
-  for (uint32_t i = 0; i < m->nfiles; i++)
-    if (!ws_store_has_blob(st, &m->files[i].sha256))
+  /* The last gate: every blob exists and may serve this manifest's chunk
+   * list (a blob vouched for by another list is hashed whole here). */
+  for (uint32_t i = 0; i < m->nfiles; i++) {
+    if ((err = store_blob_usable(st, &m->files[i], m->chunk_size)) < 0)
+      return err;
+    if (err == 0)
       return WS_ENOTFOUND;
+  }
   ws_hash_to_hex(&m->digest, hex);
   n = snprintf(tmp, sizeof(tmp), "%s/releases/.tmp-sha256-%s", st->root, hex);
   if (n < 0 || (size_t)n >= sizeof(tmp))
