@@ -258,13 +258,12 @@ def run(a):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def publish_in_ns(rgw, src, chunk_mib):
-    import boto3
+def publish_in_ns(rgw, src, chunk_mib, bucket="bench-swarm"):
     env = dict(rgw.s3env)
     sh("ip", "netns", "exec", f"{PFX}-s3", "/usr/bin/python3", "-c",
        "import boto3,os; boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL_S3'])"
-       ".create_bucket(Bucket='bench-swarm')", env=env)
+       f".create_bucket(Bucket='{bucket}')", env=env)
     r = sh("ip", "netns", "exec", f"{PFX}-s3", os.path.join(BUILD, "tools", "p2pctl"), "publish",
-           src, "s3://bench-swarm/bench/model/", "--json", "--chunk-size", str(chunk_mib * MiB),
+           src, f"s3://{bucket}/bench/model/", "--json", "--chunk-size", str(chunk_mib * MiB),
            env=env, capture_output=True, text=True)
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -111,10 +111,11 @@ def disk_bytes_s(dirpath, size=512 * MiB):
     return size / (time.time() - t0)
 
 
-def curl_ranged(rgw, bucket, prefix, files, chunk, streams, out):
+def curl_ranged(endpoint, env, bucket, prefix, files, chunk, streams, out, pre=()):
     """Downloads every object as chunk-sized ranges, `streams` at a time,
-    with the curl CLI (SigV4 by curl), each range to its own file."""
-    env = rgw.s3env
+    with the curl CLI (SigV4 by curl), each range to its own file. Returns
+    (seconds, CPU seconds of the curl processes)."""
+    import resource
     jobs = []
     for name, size in files:
         for off in range(0, size, chunk):
@@ -122,12 +123,13 @@ def curl_ranged(rgw, bucket, prefix, files, chunk, streams, out):
             jobs.append((name, off, end))
     cmds = []
     for i, (name, off, end) in enumerate(jobs):
-        cmds.append([
+        cmds.append(list(pre) + [
             "curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3",
             "--user", f"{env['AWS_ACCESS_KEY_ID']}:{env['AWS_SECRET_ACCESS_KEY']}",
             "-H", "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
             "-r", f"{off}-{end}", "-o", os.path.join(out, f"r{i}"),
-            f"{rgw.endpoint}/{bucket}/{prefix}{name}"])
+            f"{endpoint}/{bucket}/{prefix}{name}"])
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     running = []
     while cmds or running:
@@ -139,18 +141,55 @@ def curl_ranged(rgw, bucket, prefix, files, chunk, streams, out):
                     raise RuntimeError(f"curl failed: {p.args[-1]}")
                 running.remove(p)
         time.sleep(0.002)
-    return time.time() - t0
+    t = time.time() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return t, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+
+
+def server_cpu_s():
+    """CPU seconds used so far by the S3 server's processes (radosgw and the
+    Ceph daemons behind it): it shares this machine's cores."""
+    tot = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            if comm in ("radosgw", "ceph-osd", "ceph-mon", "ceph-mgr"):
+                tot += cpu_s(int(pid))
+        except OSError:
+            pass
+    return tot
 
 
 def bench_cold(a):
+    """p2pd against parallel ranged curl, alternating, a.rounds of each.
+    With a.link_mbit the client sits in a network namespace whose link to
+    the server is shaped to that rate (a node's NIC towards S3); without it
+    both run over loopback and share the two cores with radosgw."""
+    import statistics
+
     import ws
     build()
     work = tempfile.mkdtemp(prefix="ws-bench-cold-")
-    rgw = Rgw()
+    os.chmod(work, 0o755)
+    rgw = net = None
+    pre = ()
     try:
         src = os.path.join(work, "model")
         F = make_model(src, a.size_mib, "bench-cold")
-        pub = publish(rgw, src, "bench-cold", a.chunk_mib)
+        if a.link_mbit:
+            import bench_swarm as bs
+            net = bs.Net(1, a.link_mbit, None)
+            rgw = Rgw(bind=bs.S3_IP, port=7480, mon=6789, netns=f"{bs.PFX}-s3")
+            rgw.s3env["AWS_ENDPOINT_URL_S3"] = f"http://{bs.S3_IP}:7480"
+            rgw.endpoint = rgw.s3env["AWS_ENDPOINT_URL_S3"]
+            pub = bs.publish_in_ns(rgw, src, a.chunk_mib, "bench-cold")
+            pre = ("ip", "netns", "exec", f"{bs.PFX}-h1")
+        else:
+            rgw = Rgw()
+            pub = publish(rgw, src, "bench-cold", a.chunk_mib)
         prefix = pub["uri"].split("bench-cold/", 1)[1]
         files = [(n, os.path.getsize(os.path.join(src, n))) for n in sorted(os.listdir(src))]
         results = []
@@ -158,20 +197,29 @@ def bench_cold(a):
         for rnd in range(a.rounds):
             out = os.path.join(work, f"curl{rnd}")
             os.makedirs(out)
-            t_curl = curl_ranged(rgw, "bench-cold", prefix, files, a.chunk_mib * MiB, a.streams, out)
-            # p2pd makes every chunk durable (fdatasync) before it counts it;
-            # curl leaves its bytes in the page cache. The second baseline
-            # adds the time to make curl's output durable too.
+            srv0 = server_cpu_s()
+            t_curl, curl_cpu = curl_ranged(rgw.endpoint, rgw.s3env, "bench-cold", prefix,
+                                           files, a.chunk_mib * MiB, a.streams, out, pre)
+            srv_curl = server_cpu_s() - srv0
+            # p2pd makes its bytes durable (checkpoints, fsync before a file
+            # becomes visible); curl leaves them in the page cache. The
+            # second baseline adds the time to make curl's output durable.
             t0 = time.time()
             sh("sync", "-f", os.path.join(out, "r0"))
             t_curl_sync = t_curl + time.time() - t0
             shutil.rmtree(out)
             os.sync()
-            d = ws.P2pd(BUILD, work, rgw.s3env, name=f"p2pd{rnd}",
-                        extra=["--s3-concurrency", str(a.streams), "--log-level", "warn"]).start()
+            extra = ["--s3-concurrency", str(a.streams), "--log-level", "warn"]
+            if a.link_mbit:
+                d = bs.NsP2pd(f"{bs.PFX}-h1", BUILD, work, rgw.s3env, name=f"p2pd{rnd}",
+                              extra=extra).start()
+            else:
+                d = ws.P2pd(BUILD, work, rgw.s3env, name=f"p2pd{rnd}", extra=extra).start()
+            srv0 = server_cpu_s()
             t0 = time.time()
             r = d.ctl("prefetch", pub["uri"], "--wait")
             t_p2pd = time.time() - t0
+            srv_p2pd = server_cpu_s() - srv0
             if r.returncode != 0:
                 raise RuntimeError(r.stderr + d.tail())
             rss = peak_rss_kib(d.proc.pid)
@@ -179,7 +227,8 @@ def bench_cold(a):
             ok, bad = ws.tree_equal(src, os.path.join(d.cache, "releases", pub["digest"]))
             d.stop()
             shutil.rmtree(d.dir)
-            results.append({"mode": "cold", "bytes": F, "streams": a.streams,
+            results.append({"mode": "cold", "round": rnd + 1, "bytes": F,
+                            "link_mbit": a.link_mbit or None, "streams": a.streams,
                             "chunk_mib": a.chunk_mib, "curl_s": round(t_curl, 3),
                             "p2pd_s": round(t_p2pd, 3),
                             "curl_mib_s": round(F / MiB / t_curl, 1),
@@ -188,21 +237,41 @@ def bench_cold(a):
                             "curl_sync_s": round(t_curl_sync, 3),
                             "ratio_vs_durable_curl": round(t_curl_sync / t_p2pd, 3),
                             "p2pd_peak_rss_mib": round(rss / 1024, 1),
-                            "p2pd_cpu_s": round(cpu, 2), "verified": ok})
-        disk = disk_bytes_s(work)
+                            "p2pd_cpu_s": round(cpu, 2), "curl_cpu_s": round(curl_cpu, 2),
+                            "server_cpu_s_curl": round(srv_curl, 2),
+                            "server_cpu_s_p2pd": round(srv_p2pd, 2), "verified": ok})
         for res in results:
-            res["disk_durable_mib_s"] = round(disk / MiB, 1)
             if a.json:
                 print(json.dumps(res))
             else:
-                print(f"cold: {res['bytes'] / MiB:.0f} MiB, {res['streams']} streams, "
-                      f"{res['chunk_mib']} MiB ranges: curl {res['curl_mib_s']} MiB/s, "
-                      f"p2pd {res['p2pd_mib_s']} MiB/s (verified={res['verified']}), "
-                      f"ratio {res['ratio']} (vs curl + sync: {res['ratio_vs_durable_curl']}; "
-                      f"durable disk writes {res['disk_durable_mib_s']} MiB/s), p2pd peak RSS {res['p2pd_peak_rss_mib']} MiB, "
-                      f"p2pd CPU {res['p2pd_cpu_s']} s")
+                link = f"link {res['link_mbit']} Mbit/s" if res["link_mbit"] else "loopback"
+                print(f"cold #{res['round']}: {res['bytes'] / MiB:.0f} MiB, {link}, "
+                      f"{res['streams']} streams, {res['chunk_mib']} MiB ranges: curl "
+                      f"{res['curl_mib_s']} MiB/s, p2pd {res['p2pd_mib_s']} MiB/s "
+                      f"(verified={res['verified']}), ratio {res['ratio']} (vs curl + sync: "
+                      f"{res['ratio_vs_durable_curl']}), p2pd peak RSS "
+                      f"{res['p2pd_peak_rss_mib']} MiB; CPU s: p2pd {res['p2pd_cpu_s']}, "
+                      f"curl {res['curl_cpu_s']}, server {res['server_cpu_s_curl']} (curl run) / "
+                      f"{res['server_cpu_s_p2pd']} (p2pd run)")
+        med = {"mode": "cold-median", "rounds": len(results), "link_mbit": a.link_mbit or None,
+               "ratio": round(statistics.median(r["ratio"] for r in results), 3),
+               "ratio_vs_durable_curl": round(statistics.median(
+                   r["ratio_vs_durable_curl"] for r in results), 3),
+               "p2pd_peak_rss_mib": max(r["p2pd_peak_rss_mib"] for r in results),
+               "verified": all(r["verified"] for r in results)}
+        if a.json:
+            print(json.dumps(med))
+        else:
+            print(f"cold median of {med['rounds']}: ratio {med['ratio']} (vs curl + sync "
+                  f"{med['ratio_vs_durable_curl']}), p2pd peak RSS {med['p2pd_peak_rss_mib']} MiB, "
+                  f"verified={med['verified']}")
     finally:
-        rgw.stop()
+        if rgw is not None:
+            if net is not None:
+                subprocess.run(["ip", "netns", "exec", f"{bs.PFX}-s3",
+                                os.path.join(ROOT, "tools", "rgw"), "stop"],
+                               env=rgw.env, check=False)
+                bs.Net.cleanup()
+            else:
+                rgw.stop()
         shutil.rmtree(work, ignore_errors=True)
-
-
