@@ -318,6 +318,12 @@ static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   peer_nbr_cancel_others(s, n, file, j);
   n->rx = rx;
   n->in = PEER_NBR_IN_CHUNK;
+  /* No payload byte is read before a buffer is there for it: the pool may
+   * be empty while chunks of other neighbours are being written. */
+  if (peer_rx_reserve(rx) == 1) {
+    n->read_paused_pool = true;
+    wire_conn_read_pause(n->c);
+  }
 }
 
 static void nbr_on_manifest(peer_nbr_t *n, const ws_manifest_msg_t *mm) {
@@ -393,6 +399,8 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
     s->d->metrics.peer_rx_bytes += len;
     int rc = peer_rx_data(n->rx, data, len);
     if (rc < 0) {
+      WS_LOGW("nbr#%llu %s: receiving a chunk: %s; closing",
+              (unsigned long long)n->id, n->node_id, ws_strerror(rc));
       peer_rx_end(n->rx, rc);
       n->rx = NULL;
       n->in = PEER_NBR_IN_DISCARD;

@@ -202,6 +202,16 @@ int peer_rx_data(peer_rx_t *rx, const uint8_t *p, size_t len) {
   return 1;
 }
 
+int peer_rx_reserve(peer_rx_t *rx) {
+  peer_bufpool_t *pool = rx->s->d->pool;
+  if (rx->spare == NULL)
+    rx->spare = peer_bufpool_get(pool);
+  if (rx->spare != NULL)
+    return 0;
+  peer_bufpool_wait(pool, &rx->wait);
+  return 1;
+}
+
 /* ---- verify and report -------------------------------------------------- */
 
 static void rx_free(peer_rx_t *rx) {

@@ -200,6 +200,10 @@ peer_rx_t *peer_rx_new(peer_swarm_t *s, peer_nbr_t *n, peer_file_t *file,
  * until peer_nbr_rx_resume (no buffer for the next piece), 0, or an error
  * (the receive failed; the connection should close). */
 int peer_rx_data(peer_rx_t *rx, const uint8_t *p, size_t len) WS_MUST_USE;
+/* Reserves the buffer the payload's first piece goes into: 0 when there is
+ * one, 1 when the pool is empty (the neighbour must pause reading; it is
+ * resumed through peer_nbr_rx_resume once a buffer is reserved). */
+int peer_rx_reserve(peer_rx_t *rx);
 /* The payload ended (status 0) or the connection dropped (status < 0):
  * rx finishes on its own (writes, verify, report) and forgets n. */
 void peer_rx_end(peer_rx_t *rx, int status);
