@@ -20,11 +20,11 @@ static void test_cap_scales_with_downloaders(void **state) {
   fx_free(&fx);
 
   fx_init(&fx, 8, 100, NULL);
-  assert_int_equal(trk_lease_cap(fx.s), 2);
+  assert_int_equal(trk_lease_cap(fx.s), 1);
   fx_free(&fx);
 
   fx_init(&fx, 4, 100, NULL);
-  assert_int_equal(trk_lease_cap(fx.s), 4);
+  assert_int_equal(trk_lease_cap(fx.s), 2);
   fx_free(&fx);
 
   fx_init(&fx, 40, 100, NULL);
@@ -51,7 +51,7 @@ static void test_origin_target_caps_inflight(void **state) {
   assert_int_equal(trk_lease_cap(fx.s), 2);
   assert_int_equal(grant(&fx, 0, 0, NULL) + grant(&fx, 1, 0, NULL), 4);
   trk_swarm_set_origin_target(fx.s, 0); /* default policy again */
-  assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MAX);
+  assert_int_equal(trk_lease_cap(fx.s), (TRK_ORIGIN_INFLIGHT_TARGET + 1) / 2);
   fx_check(fx.s);
   fx_free(&fx);
 }
@@ -80,6 +80,7 @@ static void test_disjoint_first_round(void **state) {
   fx_t fx;
   uint8_t seen[64] = {0};
   fx_init(&fx, 8, 64, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   for (uint32_t i = 0; i < 8; i++) {
     uint32_t out[ALL];
     uint32_t n = grant(&fx, i, 0, out);
@@ -172,6 +173,7 @@ static void test_expiry_and_regrant(void **state) {
   fx_t fx;
   uint32_t a[ALL], b[ALL];
   fx_init(&fx, 2, 8, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   /* Two downloaders: cap 8 each, 8 chunks: A takes all of them. */
   assert_int_equal(grant(&fx, 0, 1000, a), 8);
   assert_int_equal(grant(&fx, 1, 1000, b), 0);
@@ -202,6 +204,7 @@ static void test_renew_adopts_unleased_chunk(void **state) {
   fx_t fx;
   uint32_t a[ALL], b[ALL];
   fx_init(&fx, 2, 16, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   assert_int_equal(grant(&fx, 0, 0, a), 8);
   assert_int_equal(trk_lease_expire(fx.s, TRK_LEASE_TTL_MS), 8);
   /* A's fetch of 3 was slow but alive: its late renew takes it back. */
@@ -230,6 +233,7 @@ static void test_release_and_holder_leave(void **state) {
   fx_t fx;
   uint32_t a[ALL];
   fx_init(&fx, 3, 30, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   assert_int_equal(grant(&fx, 0, 0, a), 6); /* 3 downloaders: cap 6 */
   assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), 0);
   assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), WS_ENOTFOUND);
@@ -260,6 +264,7 @@ static void test_released_chunk_goes_elsewhere(void **state) {
   fx_t fx;
   uint32_t a[ALL], out[ALL];
   fx_init(&fx, 2, 32, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   assert_int_equal(grant(&fx, 0, 0, a), 8);
   /* A's fetch of chunk 2 failed: it is not handed straight back to A. */
   assert_int_equal(trk_lease_release(fx.s, fx.m[0], 2, 100), 0);
@@ -300,6 +305,7 @@ static void test_revoke_when_other_delivers(void **state) {
   fx_t fx;
   uint32_t a[ALL];
   fx_init(&fx, 2, 16, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
   assert_int_equal(grant(&fx, 0, 0, a), 8);
   /* B got chunk a[2] some other way (S3 fallback): A's lease is moot. */
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], a[2]), 0);

@@ -36,6 +36,8 @@ static void test_announce_flow(void **state) {
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
   trk_reply_t r;
   ws_hash_t d;
+  /* 8 leases per peer with 2 downloaders, as the flow below counts. */
+  trk_tracker_set_origin_inflight(t, 16);
   assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
   trk_peer_id_t a = conn(t, "a", "z1", 1000);
   trk_peer_id_t b = conn(t, "b", "z1", 1001);

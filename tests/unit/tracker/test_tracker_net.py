@@ -125,8 +125,11 @@ class Tracker:
             pytest.skip("WS_TRACKER_BIN not set")
         kf = tmp_path / "cluster.key"
         kf.write_text(key_hex + "\n")
+        # 8 leases per peer with 2 downloaders, as the lease flows here
+        # count (the default target divides 8; its policy has unit tests).
         args = [BIN, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-                "--cluster-key", str(kf), "--log-level", "info"]
+                "--cluster-key", str(kf), "--log-level", "info",
+                "--origin-inflight", "16"]
         if state:
             args += ["--state", str(state)]
         self.log = open(tmp_path / "tracker.log", "wb+")

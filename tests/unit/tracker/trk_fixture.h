@@ -37,6 +37,11 @@ typedef struct {
 
 /* A registry with n peers "node-<i>" (zone from zones[i] or ""), all
  * joined to one swarm of total chunks as leechers. */
+/* The lease mechanics tests (expiry, renew, release, revoke) were written
+ * for 8 leases per peer with 2 downloaders: they pin the origin target that
+ * gives it, independent of the default policy (tested on its own). */
+#define FX_MECH_TARGET 16u
+
 static inline void fx_init(fx_t *fx, uint32_t n, uint32_t total,
                            const char *const *zones) {
   memset(fx, 0, sizeof(*fx));
