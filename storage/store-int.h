@@ -20,7 +20,7 @@
  * store_chunk_root), then two bitmaps of one bit per chunk: "durable" and
  * "recent" (see store_file.c). */
 #define STORE_BITS_HDR 48
-#define STORE_BITS_FILE_BYTES(nchunks)                                        \
+#define STORE_BITS_FILE_BYTES(nchunks)                                         \
   (STORE_BITS_HDR + 2 * (((uint64_t)(nchunks) + 7) / 8))
 /* Verified chunk bytes of one file between two durability checkpoints
  * (one fdatasync of the data, then of the bitmap). */
@@ -61,8 +61,7 @@ int store_chunk_root(const ws_mfile_t *f, uint32_t chunk_size,
  * list is exactly what f's chunks describe. Anything else is hashed whole
  * now: a match drops the note, a mismatch removes the blob (logged) so
  * that f fetches its own. 1 usable, 0 absent or removed, <0 error. */
-int store_blob_usable(ws_store_t *st, const ws_mfile_t *f,
-                      uint32_t chunk_size);
+int store_blob_usable(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size);
 /* [worker] Writes the note (durably) for a blob about to appear. */
 int store_blob_note_write(ws_store_t *st, const ws_hash_t *h,
                           const ws_hash_t *root) WS_MUST_USE;

@@ -25,8 +25,7 @@
 
 #define CHUNK_ROOT_LABEL "weightswarm chunk list v1"
 
-int store_chunk_root(const ws_mfile_t *f, uint32_t chunk_size,
-                     ws_hash_t *out) {
+int store_chunk_root(const ws_mfile_t *f, uint32_t chunk_size, ws_hash_t *out) {
   uint8_t le[12];
   int err;
   memset(out, 0, sizeof(*out));
@@ -60,7 +59,8 @@ static int note_read(ws_store_t *st, const ws_hash_t *h, ws_hash_t *root) {
     return err;
   if ((err = store_fs_read_all(path, 2 * WS_SHA256_HEX_LEN, &txt, &n)) != 0)
     return err;
-  if (n < WS_SHA256_HEX_LEN || ws_hash_from_hex(txt, WS_SHA256_HEX_LEN, root) != 0)
+  if (n < WS_SHA256_HEX_LEN ||
+      ws_hash_from_hex(txt, WS_SHA256_HEX_LEN, root) != 0)
     memset(root, 0xff, sizeof(*root));
   free(txt);
   return 0;
@@ -106,9 +106,8 @@ int store_blob_usable(ws_store_t *st, const ws_mfile_t *f,
   /* Another chunk list (or whole-file mode) wants it: hash it whole. */
   if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
     return errno == ENOENT ? 0 : -errno;
-  err = (uint64_t)sb.st_size == f->size
-            ? ws_sha256_fd(fd, 0, f->size, &got)
-            : WS_EDIGEST;
+  err = (uint64_t)sb.st_size == f->size ? ws_sha256_fd(fd, 0, f->size, &got)
+                                        : WS_EDIGEST;
   close(fd);
   if (err == 0 && ws_hash_eq(&got, &f->sha256)) {
     store_blob_note_drop(st, &f->sha256);

@@ -248,8 +248,7 @@ void ws_store_file_close(ws_store_file_t *pf) {
   if (pf == NULL)
     return;
   /* Best effort: what this misses, the next open re-hashes. */
-  if (pf->data_fd >= 0 && pf->bits_fd >= 0 &&
-      ws_store_file_checkpoint(pf) != 0)
+  if (pf->data_fd >= 0 && pf->bits_fd >= 0 && ws_store_file_checkpoint(pf) != 0)
     pf->pending = 0;
   if (pf->data_fd >= 0)
     close(pf->data_fd);
@@ -451,8 +450,8 @@ int ws_store_file_finish(ws_store_file_t *pf) {
       err = finish_discard(pf);
       return err != 0 ? err : WS_EDIGEST;
     }
-  } else if ((err = store_blob_note_write(pf->st, &pf->f->sha256,
-                                          &pf->root)) != 0) {
+  } else if ((err = store_blob_note_write(pf->st, &pf->f->sha256, &pf->root)) !=
+             0) {
     return err;
   }
   store_crash_point("finish-verified");
