@@ -56,6 +56,7 @@ typedef struct {
   uint64_t peers_banned;      /* senders of a chunk that failed its hash */
   uint64_t chunks_from_peers; /* chunks verified that came from peers */
   uint64_t chunks_discarded;  /* payloads not asked for (or lost races) */
+  uint64_t rx_errors;         /* receives that failed here and closed a link */
   uint64_t chunks_served;     /* chunk uploads completed */
   uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t manifests_from_peers;

@@ -106,6 +106,10 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
                   "Chunk payloads dropped (not asked for, canceled, lost an "
                   "endgame race).",
                   "counter", d->metrics.chunks_discarded);
+  metrics_counter(o, "ws_p2pd_peer_receive_errors_total",
+                  "Chunk receives that failed on this side (no buffer, "
+                  "write error) and closed the neighbour.",
+                  "counter", d->metrics.rx_errors);
   metrics_counter(o, "ws_p2pd_peer_requests_rejected_total",
                   "Chunk or manifest requests we refused (busy, not held).",
                   "counter", d->metrics.requests_rejected);

@@ -399,6 +399,7 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
     s->d->metrics.peer_rx_bytes += len;
     int rc = peer_rx_data(n->rx, data, len);
     if (rc < 0) {
+      s->d->metrics.rx_errors++;
       WS_LOGW("nbr#%llu %s: receiving a chunk: %s; closing",
               (unsigned long long)n->id, n->node_id, ws_strerror(rc));
       peer_rx_end(n->rx, rc);

@@ -104,3 +104,36 @@ def test_seeded_release_reaches_three_peers_with_zero_s3_bytes(rgw, s3env, rel, 
         for p in peers + [seed]:
             p.stop()
         trk.stop()
+
+
+def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
+    """16 MiB chunks from one seed to one fetcher: the fetcher's buffer pool
+    runs dry while chunks are being written and hashed. A CHUNK payload must
+    then wait for a buffer (the neighbour pauses); it used to close the
+    connection instead (WS_ELIMIT), and every request on it waited for the
+    reconnect and the request timeout."""
+    mpath = tmp_path / "manifest.json"
+    r = subprocess.run([binary("tools/p2pctl"), "manifest", "create", rel,
+                        "--chunk-size", str(16 * MiB)], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    mpath.write_bytes(r.stdout)
+    d = subprocess.run([binary("tools/p2pctl"), "manifest", "digest", str(mpath)],
+                       capture_output=True, text=True, check=True).stdout.strip()
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
+    seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key).start()
+    fetch = None
+    try:
+        r = seed.ctl("seed", rel, "--manifest", str(mpath))
+        assert r.returncode == 0, r.stderr + seed.tail()
+        fetch = ws.swarm_peer(BUILD, str(tmp_path), s3env, "fetch", trk, key).start()
+        st, body = trk.prefetch(digest=d)
+        assert st in (200, 201), body
+        ws.wait_ready([fetch], d, timeout=300)
+        check(fetch, d, rel)
+        assert fetch.metric("ws_p2pd_peer_receive_errors_total") == 0, fetch.tail()
+        assert fetch.metric("ws_p2pd_buffers_peak") > 0
+    finally:
+        for p in ([fetch] if fetch else []) + [seed]:
+            p.stop()
+        trk.stop()
