@@ -335,7 +335,7 @@ static void rel_fetch_start(peer_release_t *rel) {
       if (rc != 0)
         break;
     } else if (!f->need_whole && !peer_file_same_chunks(f, m, mf)) {
-      WS_LOGW("release %s: %s is shared with another release under a "
+      WS_LOGI("release %s: %s is shared with another release under a "
               "different chunk list; it will be hashed whole",
               rel->digest_str, mf->name);
       f->need_whole = 1;

@@ -208,3 +208,31 @@ def test_legacy_release_uploaded_by_boto3(rgw, s3env, tmp_path):
         assert st == 422, rep
     finally:
         d.stop()
+
+
+def test_two_releases_share_files_under_different_chunk_lists(rgw, s3env, tmp_path):
+    """The same files published twice with different chunk sizes, both
+    prefetched at once by one p2pd: the shared files are fetched once, under
+    the first release's chunk list, and hashed whole before the second
+    release may use them (its chunk list vouches for nothing it fetched).
+    Both releases appear byte for byte."""
+    src = tmp_path / "m"
+    ws.make_release(str(src), shard_bytes=6 * MiB, nshards=2, seed="share")
+    bucket = rgw.bucket()
+    a = publish(s3env, str(src), f"s3://{bucket}/models/share-a/", "--chunk-size", str(1 * MiB))
+    b = publish(s3env, str(src), f"s3://{bucket}/models/share-b/", "--chunk-size", str(2 * MiB))
+    assert a["digest"] != b["digest"]
+    before = rgw.bytes_sent()
+    d = ws.P2pd(BUILD, str(tmp_path), s3env).start()
+    try:
+        for rel in (a, b):
+            st, body = d.api("POST", "/api/v1/prefetch", {"uri": rel["uri"]})
+            assert st == 200, body
+        for rel in (a, b):
+            r = d.ctl("wait", rel["digest"], "--timeout", "120")
+            assert r.returncode == 0, r.stderr + d.tail()
+            check_release(d, rel["digest"], str(src))
+    finally:
+        d.stop()
+    # Each file came from S3 once (plus two manifests and retries' slack).
+    assert rgw.bytes_sent() - before <= dir_bytes(str(src)) * 1.01 + MiB
