@@ -71,15 +71,21 @@ def test_six_peers_fetch_one_release_together(rgw, s3env, rel, tmp_path):
         trk.stop()
 
 
-def test_seeded_release_reaches_three_peers_with_zero_s3_bytes(rgw, s3env, rel, tmp_path):
+def seed_manifest(rel, tmp_path, chunk, *extra):
+    """Writes the manifest of directory rel (p2pctl manifest create) for
+    p2pctl seed; returns its path and digest."""
     mpath = tmp_path / "manifest.json"
     r = subprocess.run([binary("tools/p2pctl"), "manifest", "create", rel,
-                        "--chunk-size", str(2 * MiB), "--model", "seeded", "--version", "1"],
-                       capture_output=True, timeout=300)
+                        "--chunk-size", str(chunk), *extra], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
     mpath.write_bytes(r.stdout)
     d = subprocess.run([binary("tools/p2pctl"), "manifest", "digest", str(mpath)],
                        capture_output=True, text=True, check=True).stdout.strip()
+    return mpath, d
+
+
+def test_seeded_release_reaches_three_peers_with_zero_s3_bytes(rgw, s3env, rel, tmp_path):
+    mpath, d = seed_manifest(rel, tmp_path, 2 * MiB, "--model", "seeded", "--version", "1")
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
     seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key).start()
@@ -112,13 +118,7 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
     then wait for a buffer (the neighbour pauses); it used to close the
     connection instead (WS_ELIMIT), and every request on it waited for the
     reconnect and the request timeout."""
-    mpath = tmp_path / "manifest.json"
-    r = subprocess.run([binary("tools/p2pctl"), "manifest", "create", rel,
-                        "--chunk-size", str(16 * MiB)], capture_output=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    mpath.write_bytes(r.stdout)
-    d = subprocess.run([binary("tools/p2pctl"), "manifest", "digest", str(mpath)],
-                       capture_output=True, text=True, check=True).stdout.strip()
+    mpath, d = seed_manifest(rel, tmp_path, 16 * MiB)
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
     seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key).start()
