@@ -135,9 +135,8 @@ int ws_store_chunk_check(const void *data, size_t len,
  * chunk already done is a no-op returning 0. */
 int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
                          size_t len) WS_MUST_USE;
-/* [any] Data fd of the partial (borrowed, -1 when complete) for receivers
- * that pwrite bytes as they arrive and hash them themselves; they then call
- * ws_store_chunk_commit. */
+/* [any] Data fd of the partial (borrowed, -1 when complete), for serving
+ * chunks already committed. Writers use ws_store_file_pwrite. */
 int ws_store_file_fd(const ws_store_file_t *pf);
 /* [worker] Writes len bytes at off into the partial (all of them; EINTR
  * and short writes handled). Writers of one file take turns in user space:
