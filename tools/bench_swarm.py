@@ -23,7 +23,8 @@ import tempfile
 import time
 
 import ws
-from benchlib import BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, publish, sh
+from benchlib import (BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, publish, settle,
+                      sh)
 
 PFX = "wsb"
 NET = "10.77.0"
@@ -58,8 +59,9 @@ def shape(ns, dev, mbit):
 
 
 class Net:
-    def __init__(self, n, rate_mbit, origin_mbit):
+    def __init__(self, n, rate_mbit, origin_mbit, cc=None):
         self.n = n
+        self.cc = cc
         self.ns = []
         self.cleanup()
         sh("ip", "netns", "add", f"{PFX}-br")
@@ -74,6 +76,9 @@ class Net:
         ns = f"{PFX}-{name}"
         sh("ip", "netns", "add", ns)
         self.ns.append(ns)
+        if self.cc:
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw",
+               f"net.ipv4.tcp_congestion_control={self.cc}")
         sh("ip", "link", "add", f"{PFX}{name}a", "type", "veth", "peer", "name", f"{PFX}{name}b")
         sh("ip", "link", "set", f"{PFX}{name}a", "netns", ns)
         sh("ip", "link", "set", f"{PFX}{name}b", "netns", f"{PFX}-br")
@@ -88,6 +93,14 @@ class Net:
             # towards it (its download): rate B both ways.
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
                 shape(nsx, dev, mbit)
+
+    def host_rx_bytes(self):
+        """Bytes each host has received on its link, h1..hN (read on the
+        bridge side, one process for all)."""
+        out = sh("ip", "netns", "exec", f"{PFX}-br", "sh", "-c",
+                 "for i in $(seq 1 %d); do cat /sys/class/net/%sh${i}b/statistics/tx_bytes; done"
+                 % (self.n, PFX), capture_output=True, text=True)
+        return [int(v) for v in out.stdout.split()]
 
     def tx_bytes(self, name):
         out = sh("ip", "netns", "exec", f"{PFX}-{name}", "cat",
@@ -134,19 +147,22 @@ class NsP2pd(ws.P2pd):
         raise RuntimeError("p2pd not ready: " + self.tail())
 
 
-def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None):
+def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, step=1.0,
+             rx=None):
     done = {}
     next_sample = 0.0
     while len(done) < len(peers):
         if timeline is not None and time.time() - t0 >= next_sample:
-            row = [round(time.time() - t0, 1)]
+            row = [round(time.time() - t0, 2)]
             if origin_mib is not None:
                 row.append(origin_mib())
             for p in peers:
                 st, r = p.api("GET", f"/api/v1/releases/{digest}")
                 row.append(r.get("bytes_done", 0) // MiB if st == 200 else 0)
+            if rx is not None:
+                row += [round(v / MiB, 1) for v in rx()]
             timeline.append(row)
-            next_sample += 1.0
+            next_sample += step
         for i, p in enumerate(peers):
             if i in done:
                 continue
@@ -165,6 +181,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     peers = []
     trk = None
     s3_before = net.tx_bytes("s3")
+    rx_before = net.host_rx_bytes()
     try:
         if mode == "swarm":
             trk = subprocess.Popen(
@@ -191,11 +208,19 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 assert st == 200, r
         timeline = [] if a.timeline else None
         times = wait_all(peers, pub["digest"], t0, timeline=timeline,
-                         origin_mib=lambda: (net.tx_bytes("s3") - s3_before) // MiB)
+                         origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
+                         step=a.timeline,
+                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)])
         if timeline:
-            print(f"{mode} timeline (s, MiB the S3 host sent, MiB done per host):")
+            print(f"{mode} timeline (s, MiB the S3 host sent, MiB done per host, "
+                  "MiB received on each host's link):")
             for row in timeline:
                 print("  " + " ".join(f"{v:>6}" for v in row))
+        # Counters that explain a slow run: requests a neighbour refused,
+        # duplicate chunks thrown away, connections closed on a bad receive.
+        events = {k: int(sum(p.metric("ws_p2pd_" + k) for p in peers)) for k in
+                  ("peer_requests_rejected_total", "peer_chunks_discarded_total",
+                   "peer_receive_errors_total", "chunks_failed_total")}
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
         rss = max(peak_rss_kib(p.proc.pid) for p in peers)
         verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]
@@ -203,6 +228,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     finally:
         for p in peers:
             p.stop()
+            # The next mode must not run while these bytes are written back.
+            shutil.rmtree(p.cache, ignore_errors=True)
         if trk:
             trk.terminate()
             trk.wait()
@@ -216,7 +243,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
-            "cpu_s": round(cpu, 1), "peak_rss_mib": round(rss / 1024, 1),
+            "cpu_s": round(cpu, 1), "peak_rss_mib": round(rss / 1024, 1), "events": events,
             "verified": verified}
 
 
@@ -228,7 +255,7 @@ def run(a):
     os.chmod(work, 0o755)
     net = rgw = None
     try:
-        net = Net(a.peers, a.rate_mbit, a.origin_mbit)
+        net = Net(a.peers, a.rate_mbit, a.origin_mbit, a.cc)
         rgw = Rgw(bind=S3_IP, port=7480, mon=6789, netns=f"{PFX}-s3")
         rgw.s3env["AWS_ENDPOINT_URL_S3"] = f"http://{S3_IP}:7480"
         src = os.path.join(work, "model")
@@ -240,6 +267,9 @@ def run(a):
         with open(key, "w") as f:
             f.write(os.urandom(32).hex() + "\n")
         for mode in a.modes.split(","):
+            # Same start for every mode: the model just written and the last
+            # mode's caches flushed (see settle()).
+            settle()
             res = run_mode(mode, a, net, rgw, pub, src, F, work, key)
             if a.json:
                 print(json.dumps(res), flush=True)
@@ -249,6 +279,7 @@ def run(a):
                       f"{res['t_min_s']}s, ratio {res['ratio']}, S3 sent "
                       f"{res['origin_ratio']}xF, CPU {res['cpu_s']}s, peak RSS "
                       f"{res['peak_rss_mib']}MiB, verified={res['verified']}\n"
+                      f"       events: {res['events']}\n"
                       f"       per host: {res['t_hosts_s']}", flush=True)
     finally:
         if rgw:

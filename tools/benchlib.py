@@ -37,8 +37,13 @@ class Rgw:
                         WS_RGW_BIND=bind, WS_RGW_MEM_GB="8")
         self.netns = netns
         pre = ["ip", "netns", "exec", netns] if netns else []
-        sh(*pre, os.path.join(ROOT, "tools", "rgw"), "start", env=self.env,
-           stdout=subprocess.DEVNULL)
+        rgw = os.path.join(ROOT, "tools", "rgw")
+        # A fresh one-node cluster right after the previous one stopped has
+        # failed to answer once in a long series of runs; one retry.
+        if sh(*pre, rgw, "start", env=self.env, stdout=subprocess.DEVNULL,
+              check=False).returncode != 0:
+            sh(*pre, rgw, "stop", env=self.env, check=False)
+            sh(*pre, rgw, "start", env=self.env, stdout=subprocess.DEVNULL)
         out = sh(os.path.join(ROOT, "tools", "rgw"), "env", env=self.env,
                  capture_output=True, text=True).stdout
         self.s3env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
