@@ -25,6 +25,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +228,18 @@ fail_free:
   return rc;
 }
 
+/* Caps the bytes the kernel holds unsent for this socket. Without it the
+ * send buffer autotunes to megabytes, and a control frame queued after a
+ * payload waits behind all of them (measured: 1-1.3 MiB unsent per peer
+ * connection, ~150 ms at a third of 200 Mbit/s). Best effort. */
+static void conn_limit_unsent(wire_conn_t *c) {
+  uv_os_fd_t fd;
+  int v = WIRE_NOTSENT_LOWAT_BYTES;
+
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v));
+}
+
 /* TCP is up (either role): record the remote address, handshake. */
 static int conn_established(wire_conn_t *c) {
   struct sockaddr_storage ss;
@@ -247,6 +261,7 @@ static int conn_established(wire_conn_t *c) {
    * that Nagle would not help either. */
   (void)uv_tcp_nodelay(&c->tcp, 1);
   (void)uv_tcp_keepalive(&c->tcp, 1, 60);
+  conn_limit_unsent(c);
   wire_conn_timer_arm(c, c->cfg.handshake_timeout_ms);
   rc = wire_io_handshake_start(c);
   /* The cluster key is only needed to derive the handshake keys. */

@@ -147,6 +147,14 @@ class NsP2pd(ws.P2pd):
         raise RuntimeError("p2pd not ready: " + self.tail())
 
 
+def cpu_ticks():
+    """(busy, steal, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle + iowait
+    return sum(v) - idle - v[7], v[7], sum(v)
+
+
 def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, step=1.0,
              rx=None):
     done = {}
@@ -207,6 +215,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 st, r = p.api("POST", "/api/v1/prefetch", {"uri": pub["uri"]})
                 assert st == 200, r
         timeline = [] if a.timeline else None
+        ticks0 = cpu_ticks()
         times = wait_all(peers, pub["digest"], t0, timeline=timeline,
                          origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
                          step=a.timeline,
@@ -216,6 +225,12 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                   "MiB received on each host's link):")
             for row in timeline:
                 print("  " + " ".join(f"{v:>6}" for v in row))
+        ticks1 = cpu_ticks()
+        # Share of the machine's CPUs in use (all processes, softirq
+        # included) and stolen by the hypervisor while the hosts fetched.
+        span = max(1, ticks1[2] - ticks0[2])
+        machine = {"busy": round((ticks1[0] - ticks0[0]) / span, 3),
+                   "steal": round((ticks1[1] - ticks0[1]) / span, 3)}
         # Counters that explain a slow run: requests a neighbour refused,
         # duplicate chunks thrown away, connections closed on a bad receive.
         events = {k: int(sum(p.metric("ws_p2pd_" + k) for p in peers)) for k in
@@ -244,6 +259,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
             "cpu_s": round(cpu, 1), "peak_rss_mib": round(rss / 1024, 1), "events": events,
+            "machine_cpu": machine,
             "verified": verified}
 
 
@@ -279,7 +295,8 @@ def run(a):
                       f"{res['t_min_s']}s, ratio {res['ratio']}, S3 sent "
                       f"{res['origin_ratio']}xF, CPU {res['cpu_s']}s, peak RSS "
                       f"{res['peak_rss_mib']}MiB, verified={res['verified']}\n"
-                      f"       events: {res['events']}\n"
+                      f"       events: {res['events']}, machine CPU busy "
+                      f"{res['machine_cpu']['busy']:.0%}, stolen {res['machine_cpu']['steal']:.1%}\n"
                       f"       per host: {res['t_hosts_s']}", flush=True)
     finally:
         if rgw:

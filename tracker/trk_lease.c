@@ -21,7 +21,9 @@
 #include <assert.h>
 
 uint32_t trk_lease_cap(const trk_swarm_t *s) {
-  uint32_t n = s->downloaders == 0 ? 1u : s->downloaders;
+  uint32_t n = s->downloaders + s->joining;
+  if (n == 0)
+    n = 1;
   uint32_t target =
       s->origin_target != 0 ? s->origin_target : TRK_ORIGIN_INFLIGHT_TARGET;
   uint32_t min = s->origin_target != 0 ? 1u : TRK_LEASES_PER_PEER_MIN;

@@ -52,6 +52,7 @@ struct trk_swarm_s {
   uint32_t leased;
   uint32_t complete;
   uint32_t downloaders;
+  uint32_t joining; /* peers about to join (trk_swarm_set_joining) */
   trk_member_t **members;
   uint32_t nmembers;
   uint32_t members_cap;

@@ -345,6 +345,10 @@ void trk_member_set_want(trk_member_t *m, uint32_t want) {
   m->want_leases = want;
 }
 
+void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n) {
+  s->joining = n;
+}
+
 void trk_swarm_set_origin_target(trk_swarm_t *s, uint32_t n) {
   s->origin_target = n;
 }

@@ -143,10 +143,14 @@ void trk_member_set_want(trk_member_t *m, uint32_t want);
 /* Origin fetches to aim for in s (0: the default policy); see
  * trk_tracker_set_origin_inflight. */
 void trk_swarm_set_origin_target(trk_swarm_t *s, uint32_t n);
+/* Peers about to join s as downloaders (reading its manifest); the lease
+ * cap divides the origin target among them and the downloaders. */
+void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n);
 /* Leases one member may hold now: TRK_ORIGIN_INFLIGHT_TARGET divided by the
- * number of downloaders, clamped to [TRK_LEASES_PER_PEER_MIN, _MAX]; with
- * an origin target set (trk_tracker_set_origin_inflight), that target
- * divided the same way, clamped to [1, _MAX]. */
+ * number of downloaders (plus peers about to join), clamped to
+ * [TRK_LEASES_PER_PEER_MIN, _MAX]; with an origin target set
+ * (trk_tracker_set_origin_inflight), that target divided the same way, clamped
+ * to [1, _MAX]. */
 uint32_t trk_lease_cap(const trk_swarm_t *s);
 /* Tops m up to min(trk_lease_cap(), want) leases on chunks nobody holds or
  * fetches, lowest index first. Writes the newly granted chunk indices to

@@ -12,6 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A peer that announced a digest without a chunk count (see
+ * TRK_JOINING_MS). */
+typedef struct {
+  ws_hash_t digest;
+  trk_peer_id_t peer;
+  uint64_t until_ms;
+} trk_joining_t;
+
 struct trk_tracker_s {
   trk_peers_t *peers;
   trk_wanted_t *wanted;
@@ -20,6 +28,8 @@ struct trk_tracker_s {
   uint64_t rng;
   uint32_t origin_target; /* 0: default policy (trk_lease_cap) */
   trk_tracker_stats_t st;
+  trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
+  uint32_t njoining;
 };
 
 void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n) {
@@ -179,6 +189,42 @@ fail_swarm:
   return rc;
 }
 
+/* ---- peers about to join ---------------------------------------------- */
+
+/* Forgets expired entries and, when peer is not 0, peer's entry for d. */
+static void joining_prune(trk_tracker_t *t, const ws_hash_t *d,
+                          trk_peer_id_t peer, uint64_t now_ms) {
+  for (uint32_t i = 0; i < t->njoining;) {
+    const trk_joining_t *j = &t->joining[i];
+    if (j->until_ms <= now_ms || (j->peer == peer && ws_hash_eq(&j->digest, d)))
+      t->joining[i] = t->joining[--t->njoining];
+    else
+      i++;
+  }
+}
+
+static void joining_note(trk_tracker_t *t, const ws_hash_t *d,
+                         trk_peer_id_t peer, uint64_t now_ms) {
+  joining_prune(t, d, peer, now_ms);
+  if (t->njoining == TRK_JOINING_MAX)
+    return; /* only a lease split that is less even at the start */
+  t->joining[t->njoining].digest = *d;
+  t->joining[t->njoining].peer = peer;
+  t->joining[t->njoining].until_ms = now_ms + TRK_JOINING_MS;
+  t->njoining++;
+}
+
+/* Tells s how many peers are about to join it, before a grant. */
+static void joining_update(trk_tracker_t *t, trk_swarm_t *s, uint64_t now_ms) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t->njoining; i++) {
+    const trk_joining_t *j = &t->joining[i];
+    if (j->until_ms > now_ms && ws_hash_eq(&j->digest, trk_swarm_digest(s)))
+      n++;
+  }
+  trk_swarm_set_joining(s, n);
+}
+
 static void reply_leases(trk_reply_t *r, const trk_member_t *m,
                          uint32_t ngranted) {
   r->nleases = trk_lease_list(m, r->leases, TRK_LEASES_PER_PEER_MAX);
@@ -284,6 +330,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     }
     if (!a->leave && s != NULL)
       r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
+    if (!a->leave && m == NULL)
+      joining_note(t, &a->digest, id, now_ms);
     reply_wanted(t, p, r);
     return 0;
   }
@@ -294,6 +342,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   if (rc < 0)
     goto fail;
   t->st.leases_expired += trk_lease_expire(s, now_ms);
+  joining_prune(t, &a->digest, id, now_ms); /* joined: a downloader now */
+  joining_update(t, s, now_ms);
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   reply_leases(r, m, ng);
@@ -337,6 +387,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
       return rc;
   }
   t->st.haves += n;
+  joining_update(t, s, now_ms);
   uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   if (r != NULL) {

@@ -7,6 +7,7 @@
 #include "trk_json.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define URI_OF(hex) "s3://m/llama/sha256-" hex "/"
@@ -126,6 +127,39 @@ static void test_manifest_unknown_announce(void **state) {
   assert_int_equal(trk_tracker_announce(t, b, &q, 0, &r), 0);
   assert_int_equal(r.npeers, 0);
   assert_int_equal(trk_tracker_swarm_count(t), 1);
+  trk_tracker_free(t);
+}
+
+/* A cluster-wide start: four peers ask for the release's holders while they
+ * read its manifest; the first to join gets its share of the origin
+ * target, not all of it. Once the others fail to join in time, it may hold
+ * the whole target. */
+static void test_joining_peers_share_leases(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(3);
+  trk_peer_id_t p[4];
+  for (int i = 0; i < 4; i++) {
+    char id[8];
+    snprintf(id, sizeof(id), "p%d", i);
+    p[i] = conn(t, id, "", (uint16_t)(1000 + i));
+    trk_announce_t q = ann(&d, 0);
+    assert_int_equal(trk_tracker_announce(t, p[i], &q, 0, &r), 0);
+    assert_int_equal(r.nleases, 0);
+  }
+  trk_announce_t an = ann(&d, 64);
+  assert_int_equal(trk_tracker_announce(t, p[0], &an, 10, &r), 0);
+  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET / 4);
+  /* The second joins: three still count (itself no longer). */
+  assert_int_equal(trk_tracker_announce(t, p[1], &an, 20, &r), 0);
+  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET / 4);
+  /* The other two never join: after TRK_JOINING_MS the two members split
+   * the target. */
+  uint32_t c = r.leases[0].chunk;
+  assert_int_equal(
+      trk_tracker_have(t, p[1], &d, &c, 1, 20 + TRK_JOINING_MS, &r), 0);
+  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET / 2);
   trk_tracker_free(t);
 }
 
@@ -374,6 +408,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_manifest_unknown_announce),
+      cmocka_unit_test(test_joining_peers_share_leases),
       cmocka_unit_test(test_rate_and_unknown_peer),
       cmocka_unit_test(test_caps),
       cmocka_unit_test(test_swarm_cap),
