@@ -23,8 +23,7 @@ import tempfile
 import time
 
 import ws
-from benchlib import (BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, publish, settle,
-                      sh)
+from benchlib import BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, settle, sh
 
 PFX = "wsb"
 NET = "10.77.0"
@@ -283,27 +282,48 @@ def run(a):
         with open(key, "w") as f:
             f.write(os.urandom(32).hex() + "\n")
         for mode in a.modes.split(","):
-            # Same start for every mode: the model just written and the last
-            # mode's caches flushed (see settle()).
-            settle()
-            res = run_mode(mode, a, net, rgw, pub, src, F, work, key)
-            if a.json:
-                print(json.dumps(res), flush=True)
-            else:
-                print(f"{mode:6s} N={res['n']} F={F / MiB:.0f}MiB B={a.rate_mbit}Mbit "
-                      f"U={a.origin_mbit}Mbit: all done {res['t_all_s']}s, T_min "
-                      f"{res['t_min_s']}s, ratio {res['ratio']}, S3 sent "
-                      f"{res['origin_ratio']}xF, CPU {res['cpu_s']}s, peak RSS "
-                      f"{res['peak_rss_mib']}MiB, verified={res['verified']}\n"
-                      f"       events: {res['events']}, machine CPU busy "
-                      f"{res['machine_cpu']['busy']:.0%}, stolen {res['machine_cpu']['steal']:.1%}\n"
-                      f"       per host: {res['t_hosts_s']}", flush=True)
+            ratios = []
+            for rnd in range(a.rounds):
+                # Same start for every run: the model just written and the
+                # last run's caches flushed (see settle()).
+                settle()
+                res = run_mode(mode, a, net, rgw, pub, src, F, work, key)
+                res["round"] = rnd + 1
+                ratios.append(res)
+                report(res, a, F)
+            if a.rounds > 1:
+                med = sorted(ratios, key=lambda r: r["ratio"])[len(ratios) // 2]
+                summary = {"mode": mode + "-median", "n": a.peers, "rounds": a.rounds,
+                           "ratios": [r["ratio"] for r in ratios], "ratio": med["ratio"],
+                           "origin_ratio_max": max(r["origin_ratio"] for r in ratios),
+                           "steal": [r["machine_cpu"]["steal"] for r in ratios],
+                           "verified": all(r["verified"] for r in ratios)}
+                if a.json:
+                    print(json.dumps(summary), flush=True)
+                else:
+                    print(f"{mode} median of {a.rounds}: ratio {summary['ratio']} "
+                          f"(runs {summary['ratios']}), S3 sent at most "
+                          f"{summary['origin_ratio_max']}xF", flush=True)
     finally:
         if rgw:
             subprocess.run(["ip", "netns", "exec", f"{PFX}-s3", os.path.join(os.path.dirname(BUILD), "tools", "rgw"), "stop"],
                            env=rgw.env, check=False)
         Net.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def report(res, a, F):
+    if a.json:
+        print(json.dumps(res), flush=True)
+        return
+    print(f"{res['mode']:6s} N={res['n']} F={F / MiB:.0f}MiB B={a.rate_mbit}Mbit "
+          f"U={a.origin_mbit}Mbit: all done {res['t_all_s']}s, T_min "
+          f"{res['t_min_s']}s, ratio {res['ratio']}, S3 sent "
+          f"{res['origin_ratio']}xF, CPU {res['cpu_s']}s, peak RSS "
+          f"{res['peak_rss_mib']}MiB, verified={res['verified']}\n"
+          f"       events: {res['events']}, machine CPU busy "
+          f"{res['machine_cpu']['busy']:.0%}, stolen {res['machine_cpu']['steal']:.1%}\n"
+          f"       per host: {res['t_hosts_s']}", flush=True)
 
 
 def publish_in_ns(rgw, src, chunk_mib, bucket="bench-swarm"):

@@ -1,6 +1,5 @@
 """Shared pieces of tools/bench: build, radosgw, publishing, process
 stats, and the cold benchmark."""
-import argparse
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ class Rgw:
     """radosgw through tools/rgw, on its own ports and directory."""
 
     def __init__(self, bind="127.0.0.1", port=7680, mon=6989, netns=None):
-        self.env = dict(os.environ, WS_RGW_DIR=f"/tmp/weightswarm-bench-rgw",
+        self.env = dict(os.environ, WS_RGW_DIR="/tmp/weightswarm-bench-rgw",
                         WS_RGW_PORT=str(port), WS_RGW_MON_PORT=str(mon),
                         WS_RGW_BIND=bind, WS_RGW_MEM_GB="8")
         self.netns = netns
