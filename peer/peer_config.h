@@ -79,11 +79,16 @@
 /* Releases one neighbour may tell us about (have-bitfields kept). */
 #define PEER_NBR_RELEASES_MAX 16u
 /* Chunk requests in flight to one neighbour. The server streams them one
- * after the other, so a second keeps its link busy between chunks; each
- * more only waits in its queue, and a chunk that just came from the origin
- * then waits behind it before it moves on (netns benchmark, N=4, U=B:
- * 4 -> 2 took the median from ~1.13 to ~1.115 x T_min). */
-#define PEER_PIPELINE_DEPTH 2u
+ * after the other, so a second keeps its link busy between chunks; more
+ * wait in its queue, and a chunk that just came from the origin waits
+ * behind them before it moves on (the lag that decides how long after the
+ * origin's last byte the swarm finishes). With fewer, a host that takes
+ * half its bytes from seven neighbours cannot keep its link full. On the
+ * netns benchmark (runs with little stolen CPU): depth 4 gave N=4, U=B
+ * ~1.13 x T_min and N=8, U=4B 1.094; depth 2 1.10-1.11 and 1.12; depth 3
+ * 1.10-1.13 and 1.085. Sizing it per neighbour from its delivery rate would
+ * be better than any constant; not built. */
+#define PEER_PIPELINE_DEPTH 3u
 /* Chunk requests a neighbour may queue with us; more get REJECT busy. */
 #define PEER_SERVE_QUEUE_MAX 16u
 /* Chunks being uploaded at once over all neighbours (each holds

@@ -75,9 +75,13 @@ class Net:
         ns = f"{PFX}-{name}"
         sh("ip", "netns", "add", ns)
         self.ns.append(ns)
-        if self.cc:
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw",
-               f"net.ipv4.tcp_congestion_control={self.cc}")
+        if self.cc and sh("ip", "netns", "exec", ns, "sysctl", "-qw",
+                          f"net.ipv4.tcp_congestion_control={self.cc}",
+                          check=False).returncode != 0:
+            # Outside the initial namespace only the algorithms listed in
+            # net.ipv4.tcp_allowed_congestion_control may be chosen.
+            raise SystemExit(f"bench swarm: cannot use --cc {self.cc} in a namespace; "
+                             "add it to net.ipv4.tcp_allowed_congestion_control first")
         sh("ip", "link", "add", f"{PFX}{name}a", "type", "veth", "peer", "name", f"{PFX}{name}b")
         sh("ip", "link", "set", f"{PFX}{name}a", "netns", ns)
         sh("ip", "link", "set", f"{PFX}{name}b", "netns", f"{PFX}-br")
