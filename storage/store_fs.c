@@ -18,20 +18,23 @@ static int path_fmt_check(int n, size_t len) {
   return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
-int store_path_blob(const char *root, const ws_hash_t *h, char *buf,
-                    size_t len) {
+/* root/blobs/<kind>/<ab>/<hex of h> */
+static int path_fanout(const char *root, const char *kind, const ws_hash_t *h,
+                       char *buf, size_t len) {
   char hex[WS_SHA256_HEX_LEN + 1];
   ws_hash_to_hex(h, hex);
   return path_fmt_check(
-      snprintf(buf, len, "%s/blobs/sha256/%.2s/%s", root, hex, hex), len);
+      snprintf(buf, len, "%s/blobs/%s/%.2s/%s", root, kind, hex, hex), len);
+}
+
+int store_path_blob(const char *root, const ws_hash_t *h, char *buf,
+                    size_t len) {
+  return path_fanout(root, "sha256", h, buf, len);
 }
 
 int store_path_chunklist(const char *root, const ws_hash_t *h, char *buf,
                          size_t len) {
-  char hex[WS_SHA256_HEX_LEN + 1];
-  ws_hash_to_hex(h, hex);
-  return path_fmt_check(
-      snprintf(buf, len, "%s/blobs/chunklist/%.2s/%s", root, hex, hex), len);
+  return path_fanout(root, "chunklist", h, buf, len);
 }
 
 int store_path_partial(const char *root, const ws_hash_t *h, const char *ext,

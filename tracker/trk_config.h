@@ -45,7 +45,7 @@
  * manifest and joins in a moment. For TRK_JOINING_MS the lease cap counts
  * it as a downloader already, so that in a cluster-wide start the first
  * peer to join does not take every lease: on the netns benchmark (N=4,
- * U=B) the first joiner used to get 8, the last 2, and with 16 fetches
+ * U=B) the first joiner used to get 7, the last 2, and with 16 fetches
  * sharing the origin's link the first chunk was complete only after ~0.6 s.
  * At most TRK_JOINING_MAX such announces are remembered. */
 #define TRK_JOINING_MS 2000u
