@@ -11,11 +11,13 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bufpool.h"
 #include "chunkw.h"
+#include "peer_config.h"
 #include "ws_log.h"
 
 typedef enum {
@@ -35,11 +37,15 @@ struct xfer_s {
   uint64_t off; /* chunk's first byte in the file (and the object) */
   uint32_t len;
   uint64_t received; /* body bytes accepted */
-  ws_s3_req_t *req;  /* NULL once done */
-  peer_buf_t *cur;   /* filling; written when full or at the chunk's end */
-  uint64_t cur_off;  /* file offset of cur->data[0] */
-  unsigned writes;   /* uv_fs_write in flight */
-  int status;        /* first error */
+  uint64_t start_ms; /* GET queued */
+  uint64_t first_ms; /* first body byte (when got_first) */
+  bool got_first;
+  bool ending;      /* last stretch or done: a spare lease may start */
+  ws_s3_req_t *req; /* NULL once done */
+  peer_buf_t *cur;  /* filling; written when full or at the chunk's end */
+  uint64_t cur_off; /* file offset of cur->data[0] */
+  unsigned writes;  /* uv_fs_write in flight */
+  int status;       /* first error */
   char errmsg[256];
   peer_bufwait_t wait;
   peer_chunkw_t cw; /* ordered, hashed writes of the chunk */
@@ -49,6 +55,7 @@ struct peer_origin_s {
   peer_daemon_t *d;
   unsigned max_inflight;
   unsigned inflight;
+  uint64_t lead_ms; /* moving average of GET -> first byte; 0: none yet */
   int stopped;
   xfer_t *head;
 };
@@ -128,6 +135,47 @@ static void xfer_flush(xfer_t *x) {
   x->writes++;
 }
 
+/* ---- overlap ------------------------------------------------------------ */
+
+/* Marks x ending (the tracker's spare lease may start) once the rest of
+ * its body should take no longer than a new GET takes to bring its first
+ * byte: by the rate so far, remaining <= 1.5 x lead. The next fetch's first
+ * byte then arrives about when this one's last does, and the origin's link
+ * has no gap between them. */
+static void xfer_note_progress(xfer_t *x) {
+  peer_origin_t *o = x->o;
+  uint64_t now = uv_now(&o->d->loop);
+  if (x->ending)
+    return;
+  if (!x->got_first) {
+    x->got_first = true;
+    x->first_ms = now;
+    uint64_t ttfb = now - x->start_ms;
+    o->lead_ms = o->lead_ms == 0 ? ttfb : (3 * o->lead_ms + ttfb) / 4;
+    if (o->lead_ms > PEER_ORIGIN_LEAD_MAX_MS)
+      o->lead_ms = PEER_ORIGIN_LEAD_MAX_MS;
+    return;
+  }
+  uint64_t elapsed = now - x->first_ms;
+  if (elapsed < PEER_ORIGIN_RATE_MIN_MS || x->received == 0)
+    return;
+  uint64_t left = x->len - x->received;
+  /* left / (received / elapsed) <= 1.5 lead, without dividing. */
+  if (left * elapsed * 2 <= 3 * o->lead_ms * x->received) {
+    x->ending = true;
+    peer_origin_kick(o);
+  }
+}
+
+int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
+                          uint32_t j) {
+  for (const xfer_t *x = o->head; x != NULL; x = x->next) {
+    if (x->file == file && x->j == j)
+      return x->state == XFER_RECEIVING && !x->ending;
+  }
+  return 0;
+}
+
 /* ---- S3 callbacks ------------------------------------------------------ */
 
 static void xfer_wake(peer_bufwait_t *w) {
@@ -179,6 +227,7 @@ static int xfer_data(ws_s3_req_t *req, uint64_t offset, const void *data,
     if (x->cur->len == x->cur->cap || x->received == x->len)
       xfer_flush(x);
   }
+  xfer_note_progress(x);
   return WS_S3_DATA_OK;
 }
 
@@ -186,6 +235,10 @@ static void xfer_done(ws_s3_req_t *req, int status, void *arg) {
   xfer_t *x = arg;
   peer_bufpool_t *pool = x->o->d->pool;
   x->req = NULL;
+  WS_LOGD("origin: %s chunk %u: body in %llu ms, first byte after %llu ms",
+          x->file->mf.name, x->j,
+          (unsigned long long)(uv_now(&x->o->d->loop) - x->start_ms),
+          (unsigned long long)(x->got_first ? x->first_ms - x->start_ms : 0));
   peer_bufpool_unwait(x->o->d->pool, &x->wait);
   if (status != 0 && x->status == 0) {
     x->status = status;
@@ -195,6 +248,10 @@ static void xfer_done(ws_s3_req_t *req, int status, void *arg) {
     xfer_fail(x, WS_ETRUNCATED, "S3 body ended early");
   xfer_flush(x);
   xfer_set_state(x, XFER_DRAINING);
+  if (!x->ending) {
+    x->ending = true;
+    peer_origin_kick(x->o);
+  }
   xfer_maybe_finish(x);
   /* A transfer woken for a buffer may end without taking it: pass the
    * wake-up on so no parked transfer waits for a buffer that is free. */
@@ -267,6 +324,7 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
   x->len = peer_file_chunk_len(file, j);
   x->wait.cb = xfer_wake;
   x->state = XFER_RECEIVING;
+  x->start_ms = uv_now(&o->d->loop);
   int rc = peer_chunkw_init(&x->cw, o->d, file, j, xfer_written, x);
   ws_s3_range_t range = {
       .offset = x->off, .len = x->len, .if_match = file->etag};

@@ -11,7 +11,9 @@
  *
  * Transfer states: RECEIVING (S3 request live) -> DRAINING (request done,
  * writes outstanding) -> VERIFYING (worker job) -> freed; an error or a
- * cancel skips VERIFYING.
+ * cancel skips VERIFYING. A RECEIVING transfer whose rest should arrive
+ * within about one GET's time to first byte is "ending": the swarm then
+ * starts a spare lease, so the next body follows this one without a gap.
  *
  * Thread: loop thread (hash + commit on workers).
  */
@@ -30,6 +32,10 @@ void peer_origin_kick(peer_origin_t *o);
 void peer_origin_cancel_file(peer_origin_t *o, peer_file_t *file);
 /* Cancels every transfer and starts no new one. */
 void peer_origin_stop(peer_origin_t *o);
+/* 1 if chunk j of file is being fetched and not yet in its last stretch
+ * (see peer_config.h, PEER_ORIGIN_LEAD_MAX_MS). */
+int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
+                          uint32_t j);
 /* Transfers not yet finished (including their writes and hash jobs). */
 unsigned peer_origin_inflight(const peer_origin_t *o);
 /* Frees the fetcher; no transfer may be left. NULL is fine. */

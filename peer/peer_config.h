@@ -116,6 +116,13 @@
 #define PEER_LEASE_RENEW_MS 5000u
 /* Leases remembered per release. */
 #define PEER_LEASES_MAX 64u
+/* A tracker lists how many of our leases to fetch at full rate; a spare
+ * starts when a fetch's remaining bytes should arrive within 1.5 x the
+ * time a GET takes to bring its first byte (a moving average, capped at
+ * PEER_ORIGIN_LEAD_MAX_MS), measured once PEER_ORIGIN_RATE_MIN_MS of body has
+ * come in. */
+#define PEER_ORIGIN_LEAD_MAX_MS 1000u
+#define PEER_ORIGIN_RATE_MIN_MS 5u
 /* With the tracker unreachable this long (or no --tracker at all: at
  * once), the origin may fetch chunks no neighbour has. */
 #define PEER_TRACKER_FALLBACK_MS 10000u

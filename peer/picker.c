@@ -17,16 +17,19 @@
  * chunk); the first CHUNK header wins and the others are canceled (nbr.c).
  *
  * Origin: peer_swarm_origin_next() hands the S3 fetcher the chunks the
- * tracker leased to us, except those a neighbour already has; if the
- * tracker has been unreachable for PEER_TRACKER_FALLBACK_MS (or none is
- * configured) any chunk no neighbour has.
+ * tracker leased to us, except those a neighbour already has, at most the
+ * tracker's "streams" of them at full rate (a spare starts as one of those
+ * nears its end, origin.c); if the tracker has been unreachable for
+ * PEER_TRACKER_FALLBACK_MS (or none is configured) any chunk no neighbour
+ * has.
  *
  * No state of its own; loop thread.
  */
 #include <assert.h>
 #include <string.h>
 
-#include "swarm-int.h"
+#include "swarm-int.h" /* first: see its note on ws_manifest_t */
+#include "origin.h"
 #include "ws_log.h"
 
 static uint64_t picker_rand(peer_swarm_t *s) {
@@ -233,12 +236,28 @@ static peer_file_t *picker_origin_ok(peer_swarm_t *s, peer_srel_t *srel,
   return f;
 }
 
+/* Leases of srel the origin is fetching at full rate (not ending). */
+static uint32_t picker_origin_streams(peer_swarm_t *s, peer_srel_t *srel) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < srel->nleases; i++) {
+    uint32_t k, j;
+    if (ws_manifest_locate(srel->m, srel->leases[i].chunk, &k, &j) != 0 ||
+        srel->rel->files == NULL || srel->rel->files[k] == NULL)
+      continue;
+    n += (uint32_t)peer_origin_streaming(s->d->origin, srel->rel->files[k], j);
+  }
+  return n;
+}
+
 int peer_swarm_origin_next(peer_swarm_t *s, peer_file_t **out, uint32_t *jout) {
   if (s->stopping)
     return 0;
   uint64_t now = uv_now(&s->d->loop);
   for (peer_srel_t *srel = s->srels; srel != NULL; srel = srel->next) {
     if (srel->state != PEER_SREL_FETCHING)
+      continue;
+    /* The tracker's spare lease waits until a fetch is about to end. */
+    if (srel->streams != 0 && picker_origin_streams(s, srel) >= srel->streams)
       continue;
     for (uint32_t i = 0; i < srel->nleases;) {
       peer_lease_t *l = &srel->leases[i];

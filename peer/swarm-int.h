@@ -67,6 +67,7 @@ struct peer_srel_s {
   ws_bitfield_t have; /* verified chunks we can serve (global index) */
   peer_lease_t leases[PEER_LEASES_MAX];
   uint32_t nleases;
+  uint32_t streams;        /* leases to fetch at once (tracker's); 0: all */
   uint64_t renew_ms;       /* last LEASE_RENEW */
   uint64_t mwait_since_ms; /* RESOLVING: waiting for a holder since */
   peer_nbr_t *masked;      /* RESOLVING: neighbour asked (weak) */

@@ -167,13 +167,14 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
 }
 
 static void swarm_on_leases(void *arg, const uint8_t *digest,
-                            const uint32_t *chunks, uint32_t n,
-                            uint32_t ttl_ms) {
+                            const uint32_t *chunks, uint32_t n, uint32_t ttl_ms,
+                            uint32_t streams) {
   peer_swarm_t *s = arg;
   peer_srel_t *srel = peer_srel_find(s, digest);
   if (srel == NULL || srel->state != PEER_SREL_FETCHING)
     return; /* it expires at the tracker */
   peer_srel_leases_add(srel, chunks, n, ttl_ms);
+  srel->streams = streams;
   peer_origin_kick(s->d->origin);
 }
 

@@ -357,7 +357,7 @@ static void tc_on_reply(trk_client_t *tc, const ws_announce_reply_t *rep) {
 
     if (tc->cbs.on_leases != NULL && tc_rel_find(tc, l->digest, NULL) != NULL)
       tc->cbs.on_leases(tc->cbs.arg, l->digest, l->chunks, l->n_chunks,
-                        l->ttl_ms);
+                        l->ttl_ms, rep->streams);
   }
   for (i = 0; i < rep->n_wanted && tc->state == TC_READY; i++)
     if (tc->cbs.on_wanted != NULL)

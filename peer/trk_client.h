@@ -50,9 +50,12 @@ typedef struct {
   void (*on_peers)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
                    const ws_peer_info_t *peers, uint32_t n);
   /* One origin lease: fetch chunks[0..n) of digest from S3 within ttl_ms.
-   * Every reply lists every lease held, old and new. */
+   * Every reply lists every lease held, old and new. streams: how many of
+   * them to fetch at full rate at once, the rest being spares to start as
+   * one ends (0: all at once). */
   void (*on_leases)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
-                    const uint32_t *chunks, uint32_t n, uint32_t ttl_ms);
+                    const uint32_t *chunks, uint32_t n, uint32_t ttl_ms,
+                    uint32_t streams);
   /* The cluster wants this release everywhere (uri may be NULL). */
   void (*on_wanted)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
                     const char *uri);

@@ -88,7 +88,9 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
       r->n_wanted > WS_MAX_WANTED || (r->n_peers && !r->peers) ||
       (r->n_leases && !r->leases) || (r->n_wanted && !r->wanted))
     return WS_EUSAGE;
-  rc = msgpack_pack_map(pk, 5) |
+  if (r->streams > WS_MAX_LEASES)
+    return WS_EUSAGE;
+  rc = msgpack_pack_map(pk, r->streams != 0 ? 6 : 5) |
        ws_pk_kv_bin(pk, "d", r->digest, WS_PROTO_DIGEST_LEN) |
        ws_pk_kv_uint(pk, "iv", r->interval_ms) | ws_pk_key(pk, "peers") |
        msgpack_pack_array(pk, r->n_peers);
@@ -124,6 +126,8 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
     if (w->uri != NULL)
       rc |= ws_pk_kv_str(pk, "uri", w->uri);
   }
+  if (r->streams != 0)
+    rc |= ws_pk_kv_uint(pk, "streams", r->streams);
   return rc;
 }
 
@@ -154,7 +158,8 @@ static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
       (rc = ws_mp_u32(map, "iv", true, UINT32_MAX, &r->interval_ms)) < 0 ||
       (rc = reply_array(map, "peers", WS_MAX_PEERS, &pa, &np)) < 0 ||
       (rc = reply_array(map, "leases", WS_MAX_LEASES, &la, &nl)) < 0 ||
-      (rc = reply_array(map, "wanted", WS_MAX_WANTED, &wa, &nw)) < 0)
+      (rc = reply_array(map, "wanted", WS_MAX_WANTED, &wa, &nw)) < 0 ||
+      (rc = ws_mp_u32(map, "streams", false, WS_MAX_LEASES, &r->streams)) < 0)
     return rc;
   if (np > 0 && (r->peers = calloc(np, sizeof(*r->peers))) == NULL)
     return -ENOMEM;

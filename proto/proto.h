@@ -221,6 +221,9 @@ typedef struct {
   uint32_t n_leases;
   ws_wanted_t *wanted;
   uint32_t n_wanted;
+  /* Leases to fetch at full rate at once; the others are spares, started
+   * as one of those ends. 0 (absent): fetch every lease at once. */
+  uint32_t streams;
 } ws_announce_reply_t;
 
 typedef struct { /* LEASE_RENEW and LEASE_RELEASE */

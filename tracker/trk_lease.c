@@ -13,8 +13,9 @@
  *
  * Grants take the lowest-index NEED chunks, so concurrent downloaders get
  * disjoint, adjacent runs and can start swapping at once; each member is
- * topped up to trk_lease_cap() on every announce, so fast members come back
- * for more and a slow one holds only a few. Loop thread only.
+ * topped up to trk_lease_limit() (its share, trk_lease_cap(), plus a spare
+ * it starts as a fetch ends) on every announce and HAVE, so fast members
+ * come back for more and a slow one holds only a few. Loop thread only.
  */
 #include "trk_swarm-int.h"
 
@@ -33,6 +34,11 @@ uint32_t trk_lease_cap(const trk_swarm_t *s) {
   if (per > TRK_LEASES_PER_PEER_MAX)
     per = TRK_LEASES_PER_PEER_MAX;
   return per;
+}
+
+uint32_t trk_lease_limit(const trk_swarm_t *s) {
+  uint32_t n = trk_lease_cap(s) + TRK_LEASE_SPARE;
+  return n < TRK_LEASES_PER_PEER_MAX ? n : TRK_LEASES_PER_PEER_MAX;
 }
 
 void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
@@ -114,7 +120,7 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   uint32_t n = 0;
   if (!trk_member_is_downloader(s, m))
     return 0;
-  uint32_t limit = trk_lease_cap(s);
+  uint32_t limit = trk_lease_limit(s);
   if (want < limit)
     limit = want;
   uint32_t from = s->need_lo;

@@ -72,6 +72,7 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
   }
   ar->leases = leases;
   ar->n_leases = r->nleases;
+  ar->streams = r->streams;
   for (uint32_t i = 0; i < r->nwanted; i++) {
     const trk_wanted_entry_t *e = r->wanted[i];
     if (!e->has_digest)

@@ -10,7 +10,8 @@
  *   - a chunk is leasable only while no member holds it and no one holds
  *     a lease on it ("need" set), so while any holder remains it is never
  *     fetched from the origin again;
- *   - a member holds at most trk_lease_cap() leases (at most
+ *   - a member holds at most trk_lease_limit() leases (its share
+ *     trk_lease_cap() plus TRK_LEASE_SPARE, at most
  *     TRK_LEASES_PER_PEER_MAX), so origin fetches spread over all
  *     downloading members and a slow member cannot hoard chunks;
  *   - a chunk a member gave back goes to another downloader first;
@@ -152,7 +153,11 @@ void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n);
  * (trk_tracker_set_origin_inflight), that target divided the same way, clamped
  * to [1, _MAX]. */
 uint32_t trk_lease_cap(const trk_swarm_t *s);
-/* Tops m up to min(trk_lease_cap(), want) leases on chunks nobody holds or
+/* Leases one member may hold: trk_lease_cap() to run at full rate plus
+ * TRK_LEASE_SPARE to start as one of them ends, at most
+ * TRK_LEASES_PER_PEER_MAX. */
+uint32_t trk_lease_limit(const trk_swarm_t *s);
+/* Tops m up to min(trk_lease_limit(), want) leases on chunks nobody holds or
  * fetches, lowest index first. Writes the newly granted chunk indices to
  * granted (room for max_out) and returns how many. Seeds, complete members
  * and want == 0 get none. */

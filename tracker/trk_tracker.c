@@ -225,10 +225,11 @@ static void joining_update(trk_tracker_t *t, trk_swarm_t *s, uint64_t now_ms) {
   trk_swarm_set_joining(s, n);
 }
 
-static void reply_leases(trk_reply_t *r, const trk_member_t *m,
-                         uint32_t ngranted) {
+static void reply_leases(trk_reply_t *r, const trk_swarm_t *s,
+                         const trk_member_t *m, uint32_t ngranted) {
   r->nleases = trk_lease_list(m, r->leases, TRK_LEASES_PER_PEER_MAX);
   r->ngranted = ngranted;
+  r->streams = r->nleases > 0 ? trk_lease_cap(s) : 0;
 }
 
 static int joined_release(trk_peer_t *p, const trk_wanted_entry_t *e) {
@@ -346,7 +347,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   joining_update(t, s, now_ms);
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
-  reply_leases(r, m, ng);
+  reply_leases(r, s, m, ng);
   r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
   reply_wanted(t, p, r);
   return 0;
@@ -392,7 +393,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
                                 TRK_LEASES_PER_PEER_MAX);
   if (r != NULL) {
     r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
-    reply_leases(r, m, ng);
+    reply_leases(r, s, m, ng);
   }
   return 0;
 }

@@ -52,6 +52,9 @@ typedef struct {
   uint32_t nleases;
   trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
   uint32_t ngranted; /* how many of leases[] are new in this reply */
+  /* Of those, how many to fetch at full rate at once (trk_lease_cap); the
+   * rest are spares, started as a fetch ends. 0 when it holds none. */
+  uint32_t streams;
   /* Wanted releases this peer has not joined. */
   uint32_t nwanted;
   const trk_wanted_entry_t *wanted[TRK_MAX_WANTED];

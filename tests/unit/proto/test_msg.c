@@ -169,9 +169,11 @@ static void test_announce_reply(void **state) {
   m.u.announce_reply.n_leases = 2;
   m.u.announce_reply.wanted = wanted;
   m.u.announce_reply.n_wanted = 2;
+  m.u.announce_reply.streams = 2;
   assert_int_equal(roundtrip(&m, &o), 0);
   ws_announce_reply_t *r = &o.u.announce_reply;
   assert_int_equal(r->interval_ms, 15000);
+  assert_int_equal(r->streams, 2);
   assert_int_equal(r->n_peers, 2);
   assert_memory_equal(r->peers, peers, sizeof(peers));
   assert_int_equal(r->n_leases, 2);
@@ -192,7 +194,13 @@ static void test_announce_reply(void **state) {
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_int_equal(o.u.announce_reply.n_peers, 0);
   assert_null(o.u.announce_reply.peers);
+  assert_int_equal(o.u.announce_reply.streams, 0); /* absent: all at once */
   ws_msg_free(&o);
+
+  /* More streams than a reply can hold leases is not a count. */
+  m.u.announce_reply.streams = WS_MAX_LEASES + 1;
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce_reply.streams = 0;
 
   /* Over the caps the encoder refuses. */
   m.u.announce_reply.n_peers = WS_MAX_PEERS + 1;

@@ -25,6 +25,9 @@ static void test_cap_scales_with_downloaders(void **state) {
 
   fx_init(&fx, 4, 100, NULL);
   assert_int_equal(trk_lease_cap(fx.s), 2);
+  /* Each may hold a spare besides its share: 3 leases, 2 at full rate. */
+  assert_int_equal(trk_lease_limit(fx.s), 2 + TRK_LEASE_SPARE);
+  assert_int_equal(grant(&fx, 0, 0, NULL), 2 + TRK_LEASE_SPARE);
   fx_free(&fx);
 
   fx_init(&fx, 40, 100, NULL);
@@ -33,7 +36,7 @@ static void test_cap_scales_with_downloaders(void **state) {
 }
 
 /* --origin-inflight: the target is shared among downloaders, one each at
- * least, and every grant stays within it. */
+ * least, and every grant stays within it plus one spare each. */
 static void test_origin_target_caps_inflight(void **state) {
   (void)state;
   fx_t fx;
@@ -43,13 +46,15 @@ static void test_origin_target_caps_inflight(void **state) {
   assert_int_equal(trk_lease_cap(fx.s), 1);
   for (uint32_t i = 0; i < 8; i++)
     total += grant(&fx, i, 0, NULL);
-  assert_int_equal(total, 8); /* one each: at least one per downloader */
+  /* one each at full rate (at least one per downloader), and a spare */
+  assert_int_equal(total, 8 * (1 + TRK_LEASE_SPARE));
   fx_check(fx.s);
   fx_free(&fx);
   fx_init(&fx, 2, 100, NULL);
   trk_swarm_set_origin_target(fx.s, 4);
   assert_int_equal(trk_lease_cap(fx.s), 2);
-  assert_int_equal(grant(&fx, 0, 0, NULL) + grant(&fx, 1, 0, NULL), 4);
+  assert_int_equal(grant(&fx, 0, 0, NULL) + grant(&fx, 1, 0, NULL),
+                   4 + 2 * TRK_LEASE_SPARE);
   trk_swarm_set_origin_target(fx.s, 0); /* default policy again */
   assert_int_equal(trk_lease_cap(fx.s), (TRK_ORIGIN_INFLIGHT_TARGET + 1) / 2);
   fx_check(fx.s);
@@ -84,7 +89,7 @@ static void test_disjoint_first_round(void **state) {
   for (uint32_t i = 0; i < 8; i++) {
     uint32_t out[ALL];
     uint32_t n = grant(&fx, i, 0, out);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 2 + TRK_LEASE_SPARE);
     for (uint32_t k = 0; k < n; k++) {
       assert_int_equal(seen[out[k]], 0);
       seen[out[k]] = 1;
@@ -92,9 +97,9 @@ static void test_disjoint_first_round(void **state) {
     }
     fx_check(fx.s);
   }
-  /* Lowest chunks first: the 16 leases are exactly chunks 0..15. */
+  /* Lowest chunks first: the 24 leases are exactly chunks 0..23. */
   for (uint32_t c = 0; c < 64; c++)
-    assert_int_equal(seen[c], c < 16);
+    assert_int_equal(seen[c], c < 8 * (2 + TRK_LEASE_SPARE));
   fx_free(&fx);
 }
 
@@ -234,14 +239,15 @@ static void test_release_and_holder_leave(void **state) {
   uint32_t a[ALL];
   fx_init(&fx, 3, 30, NULL);
   trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
-  assert_int_equal(grant(&fx, 0, 0, a), 6); /* 3 downloaders: cap 6 */
+  /* 3 downloaders: cap 6, and a spare */
+  assert_int_equal(grant(&fx, 0, 0, a), 6 + TRK_LEASE_SPARE);
   assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), 0);
   assert_int_equal(trk_lease_release(fx.s, fx.m[0], a[0], 0), WS_ENOTFOUND);
   assert_int_equal(trk_lease_release(fx.s, fx.m[1], a[1], 0), WS_ENOTFOUND);
   fx_check(fx.s);
   /* A also completed chunk 20 (it had it from elsewhere). */
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], 20), 0);
-  /* A disconnects: its 5 leases are leasable at once, chunk 20 too. */
+  /* A disconnects: its 6 leases are leasable at once, chunk 20 too. */
   trk_peer_t *pa = fx.peer[0];
   trk_swarm_leave(fx.s, fx.m[0]);
   fx.m[0] = NULL;
@@ -254,7 +260,7 @@ static void test_release_and_holder_leave(void **state) {
   assert_int_equal(b[0], 0);
   trk_swarm_stats_t st;
   trk_swarm_stats(fx.s, &st);
-  assert_int_equal(st.leases_released, 6);
+  assert_int_equal(st.leases_released, 6 + TRK_LEASE_SPARE);
   fx_check(fx.s);
   fx_free(&fx);
 }
@@ -431,7 +437,7 @@ static uint32_t simulate(fx_t *fx, const uint32_t *speed, uint32_t *fetched) {
       }
       grant(fx, i, now, NULL);
       /* Caps only grow here (peers finish), so this holds strictly. */
-      assert_true(m->nleases <= trk_lease_cap(fx->s));
+      assert_true(m->nleases <= trk_lease_limit(fx->s));
       if (speed[i] != 0 && rounds % speed[i] == 0 && m->nleases > 0) {
         uint32_t c = m->leases[0].chunk;
         fetched[c]++;
@@ -501,7 +507,7 @@ static void test_spread_slow_and_stalled_peers(void **state) {
     for (uint32_t i = 0; i < 8; i++) {
       trk_member_t *m = fx.m[i];
       grant(&fx, i, now, NULL);
-      assert_true(m->nleases <= trk_lease_cap(fx.s));
+      assert_true(m->nleases <= trk_lease_limit(fx.s));
       if (speed[i] != 0 && rounds % speed[i] == 0 && m->nleases > 0) {
         uint32_t c = m->leases[0].chunk;
         fetched[c]++;

@@ -101,6 +101,7 @@ static void tf_reply(tf_t *tf, const ws_announce_t *a) {
   lease.ttl_ms = 9000;
   r.u.announce_reply.leases = &lease;
   r.u.announce_reply.n_leases = a->event == WS_ANN_STARTED ? 1 : 0;
+  r.u.announce_reply.streams = 1;
   memcpy(wanted.digest, tf->dig_b, 32);
   wanted.uri = "s3://bucket/m/sha256-b/manifest.json";
   r.u.announce_reply.wanted = &wanted;
@@ -241,11 +242,13 @@ static void cl_on_peers(void *arg, const uint8_t digest[32],
 }
 
 static void cl_on_leases(void *arg, const uint8_t digest[32],
-                         const uint32_t *chunks, uint32_t n, uint32_t ttl) {
+                         const uint32_t *chunks, uint32_t n, uint32_t ttl,
+                         uint32_t streams) {
   tf_t *tf = arg;
 
   assert_memory_equal(digest, tf->dig_a, 32);
   assert_int_equal(n, 2);
+  assert_int_equal(streams, 1);
   tf->nleases_cb++;
   tf->lease_chunks[0] = chunks[0];
   tf->lease_chunks[1] = chunks[1];
