@@ -13,6 +13,10 @@ also on failure.
 
 Addresses are 10.77.0.0/24, private to namespaces this script creates.
 Latency is not shaped: this kernel has no sch_netem.
+
+For a closer look: WS_BENCH_P2PD_LOG=debug sets p2pd's log level (each
+origin GET and body, with its time to first byte, is logged at debug) and
+WS_BENCH_KEEP=1 keeps the work directory with every host's p2pd.log.
 """
 import json
 import os
@@ -202,7 +206,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 stdout=open(os.path.join(work, "tracker.log"), "ab"), stderr=subprocess.STDOUT)
             time.sleep(0.5)
         for i in range(1, a.peers + 1):
-            extra = ["--log-level", "warn"]
+            extra = ["--log-level", os.environ.get("WS_BENCH_P2PD_LOG", "warn")]
             if mode == "swarm":
                 extra += ["--listen", f"{host_ip(i)}:7610", "--tracker", f"{TRK_IP}:7600",
                           "--cluster-key", key]
@@ -313,7 +317,10 @@ def run(a):
             subprocess.run(["ip", "netns", "exec", f"{PFX}-s3", os.path.join(os.path.dirname(BUILD), "tools", "rgw"), "stop"],
                            env=rgw.env, check=False)
         Net.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
+        if not os.environ.get("WS_BENCH_KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print("work directory kept:", work)
 
 
 def report(res, a, F):
