@@ -37,7 +37,8 @@
  * shared by all of them), and a chunk moves on to other peers only once
  * complete: on the netns benchmark (1 MiB chunks, U = B) a target of 16
  * gave N=8 1.19 x T_min and 8 gave 1.13; N=4 was 1.11 with 8 and 1.15
- * with 4 (too few to keep the origin's link busy between leases). */
+ * with 4 (too few to keep the origin's link busy between leases; with the
+ * spare below, 4 and 8 measured the same, 1.106-1.108 and 1.104-1.12). */
 #define TRK_LEASES_PER_PEER_MIN 1u
 /* Leases beyond that share a member may hold as spares (up to _MAX): the
  * peer starts a spare when one of its fetches is about to end, so its next
