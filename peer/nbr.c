@@ -203,7 +203,24 @@ void peer_nbr_forget_srel(peer_nbr_t *n, peer_srel_t *srel) {
   }
 }
 
+/* Chunks it refused a while ago count as its again (the caller kicks). */
+static void nbr_unhide(peer_nbr_t *n, uint64_t now_ms) {
+  for (uint32_t k = 0; k < n->nrels; k++) {
+    peer_nbr_rel_t *r = &n->rels[k];
+    for (uint32_t h = 0; h < r->nhidden;) {
+      if (r->hidden[h].until_ms > now_ms) {
+        h++;
+        continue;
+      }
+      if (r->hidden[h].chunk < r->have.nbits)
+        ws_bitfield_set(&r->have, r->hidden[h].chunk);
+      r->hidden[h] = r->hidden[--r->nhidden];
+    }
+  }
+}
+
 void peer_nbr_tick(peer_nbr_t *n, uint64_t now_ms) {
+  nbr_unhide(n, now_ms);
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used &&
         now_ms - n->reqs[i].sent_ms > PEER_REQUEST_TIMEOUT_MS) {
@@ -247,6 +264,7 @@ static void nbr_on_bitfield(peer_nbr_t *n, const ws_bitfield_msg_t *b) {
   }
   ws_bitfield_free(&r->have);
   r->have = bf;
+  r->nhidden = 0; /* its new word on every chunk */
   if (srel != NULL && srel->state != PEER_SREL_RESOLVING)
     peer_nbr_send_bitfield(n, srel);
   peer_swarm_nbr_announced(n->s, n, b->digest);
@@ -272,10 +290,18 @@ static void nbr_on_reject(peer_nbr_t *n, const ws_reject_t *rj) {
       ra = PEER_REQUEST_TIMEOUT_MS;
     n->busy_until_ms = uv_now(&n->s->d->loop) + ra;
   } else {
-    /* Not held (or unknown): forget that bit so we do not ask again. */
+    /* Not held (or unknown): not from this neighbour for now. */
     peer_nbr_rel_t *r = peer_nbr_rel_find(n, rj->digest);
-    if (r != NULL && rj->chunk < r->have.nbits)
+    if (r != NULL && rj->chunk < r->have.nbits &&
+        ws_bitfield_test(&r->have, rj->chunk)) {
       ws_bitfield_clear(&r->have, rj->chunk);
+      if (r->nhidden < PEER_REJECT_HIDE_MAX) {
+        r->hidden[r->nhidden].chunk = rj->chunk;
+        r->hidden[r->nhidden].until_ms =
+            uv_now(&n->s->d->loop) + PEER_REJECT_HIDE_MS;
+        r->nhidden++;
+      }
+    }
   }
   peer_nbr_req_drop(n, (uint32_t)i, WS_EBUSY);
   peer_swarm_kick(n->s); /* other holders may take it */

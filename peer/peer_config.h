@@ -98,6 +98,16 @@
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
+/* A REJECT "not held" (or "release unknown") hides that chunk of that
+ * neighbour for at least this long; then it may be asked again. Forgetting
+ * it for good left a chunk with no source at all when the refusal was
+ * wrong or passing: the tracker still counts the neighbour as a holder, so
+ * it leases the chunk to nobody, and the neighbour sends no second HAVE.
+ * At most PEER_REJECT_HIDE_MAX chunks per neighbour and release are held
+ * for a retry (a neighbour that really dropped a release refuses a few
+ * requests every few seconds); beyond that a refused chunk is forgotten. */
+#define PEER_REJECT_HIDE_MS 5000u
+#define PEER_REJECT_HIDE_MAX 16u
 /* Endgame: requests for one chunk at once (the first CHUNK wins, the rest
  * are canceled). */
 #define PEER_ENDGAME_DUP_MAX 2u

@@ -88,6 +88,11 @@ typedef struct {
   ws_bitfield_t have; /* nbits 0 until its BITFIELD */
   bool sent_ours;     /* our BITFIELD went out */
   bool mani_refused;  /* it could not give us the manifest */
+  struct {
+    uint32_t chunk;
+    uint64_t until_ms;
+  } hidden[PEER_REJECT_HIDE_MAX]; /* refused chunks to ask for again */
+  uint32_t nhidden;
 } peer_nbr_rel_t;
 
 typedef struct {

@@ -1,18 +1,21 @@
 """The swarm against a real radosgw: six peers fetch one release together
-from S3 at most ~once, and a release seeded from a warm node's directory
-reaches other peers with zero bytes from S3.
+from S3 at most ~once, a release seeded from a warm node's directory
+reaches other peers with zero bytes from S3, and a chunk a neighbour once
+refused is asked for again.
 
 S3 bytes are counted by radosgw's usage log, not by p2pd.
 """
 import json
 import os
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import BUILD, binary
 import ws
+import wsproto
 
 MiB = 1 << 20
 
@@ -137,3 +140,69 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
         for p in ([fetch] if fetch else []) + [seed]:
             p.stop()
         trk.stop()
+
+
+def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
+    """A neighbour that answers a REQUEST with REJECT "not held" for a chunk
+    its BITFIELD listed may be wrong or passing. p2pd used to forget that
+    bit for good; when no one else had the chunk (and the tracker counted
+    that neighbour as its holder, so it leased it to nobody) the fetch hung
+    until the connection idled out. Here a Python peer is p2pd's only source
+    (no tracker, release wanted by digest), refuses chunk 2 once, and serves
+    everything else: p2pd must ask for chunk 2 again and finish."""
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    data = os.urandom(4 * MiB + 4321)  # chunks 0-3 of 1 MiB, 4 is short
+    (rel / "weights.bin").write_bytes(data)
+    mpath, d = seed_manifest(str(rel), tmp_path, 1 * MiB)
+    dig = bytes.fromhex(d[len("sha256-"):])
+    tot = 5
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    port = ws.free_port()
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
+                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    c = None
+    try:
+        c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id="server")
+        assert c.handshake()
+        c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": tot, "bits": bytes([0xF8])})
+        # The prefetch answers once it has the manifest, which we serve below.
+        prefetch = []
+        th = threading.Thread(target=lambda: prefetch.append(p.ctl("prefetch", d)))
+        th.start()
+        asks = {}  # chunk -> times it was requested
+        refused_at = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = ws.release_state(p, d)
+            if st and st["state"] == "ready":
+                break
+            c.s.settimeout(0.5)
+            try:
+                t, b, _ = c.read_frame()
+            except TimeoutError:
+                continue
+            if t == wsproto.T["MANIFEST_REQ"]:
+                c.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
+            elif t == wsproto.T["REQUEST"]:
+                g = b["c"]
+                asks[g] = asks.get(g, 0) + 1
+                if g == 2 and asks[g] == 1:
+                    c.send(wsproto.T["REJECT"], {"d": dig, "c": g, "id": b["id"], "r": 0})
+                    refused_at = time.time()
+                    continue
+                if g == 2:
+                    again_after = time.time() - refused_at
+                c.send(wsproto.T["CHUNK"], {"d": dig, "c": g, "id": b["id"]},
+                       payload=data[g * MiB:(g + 1) * MiB])
+        th.join(30)
+        assert prefetch and prefetch[0].returncode == 0, (prefetch, p.tail())
+        assert asks.get(2) == 2, (asks, p.tail())
+        assert 4 <= again_after <= 15, again_after  # after the hold, not at once
+        assert all(asks.get(g) == 1 for g in (0, 1, 3, 4)), asks
+        ok, bad = ws.tree_equal(str(rel), os.path.join(p.cache, "releases", d))
+        assert ok, bad
+    finally:
+        if c is not None:
+            c.close()
+        p.stop()

@@ -1,7 +1,8 @@
 """An independent Python implementation of the weightswarm wire protocol
 (docs/protocol.md): frames, the HELLO/AUTH handshake with the cluster key,
 per-frame MACs. Used by the fault tests to play hostile or broken peers:
-a client without the key, a peer that announces and then never answers.
+a client without the key, a peer that announces and then never answers;
+and by the swarm tests to serve a p2pd by hand.
 """
 import hashlib
 import hmac
@@ -79,12 +80,13 @@ class Conn:
         self.payload_bytes += plen
         return type_, msgpack.unpackb(body, raw=False, strict_map_key=False), payload
 
-    def send(self, type_, body):
+    def send(self, type_, body, payload=b""):
+        """Sends one frame; payload (CHUNK, MANIFEST) follows the MAC raw."""
         if self.k_tx is None:
-            self.s.sendall(frame(type_, body))
+            self.s.sendall(frame(type_, body, payload_len=len(payload)) + payload)
             return
-        f = frame(type_, body, flags=1)
-        self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f))
+        f = frame(type_, body, flags=1, payload_len=len(payload))
+        self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f) + payload)
         self.seq_tx += 1
 
     def handshake(self, role=0):
