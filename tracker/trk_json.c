@@ -51,6 +51,7 @@ static int swarm_fill(cJSON *o, const trk_swarm_t *s, uint64_t now_ms) {
       !cJSON_AddNumberToObject(o, "chunks_need", st.chunks_need) ||
       !cJSON_AddNumberToObject(o, "progress", swarm_progress(s)) ||
       !cJSON_AddNumberToObject(o, "lease_cap", trk_lease_cap(s)) ||
+      !cJSON_AddNumberToObject(o, "lease_limit", trk_lease_limit(s)) ||
       !cJSON_AddNumberToObject(o, "age_s", age_s(now_ms, st.created_ms)) ||
       (l = cJSON_AddObjectToObject(o, "leases")) == NULL ||
       !cJSON_AddNumberToObject(l, "granted", (double)st.leases_granted) ||

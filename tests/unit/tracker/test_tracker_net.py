@@ -221,6 +221,9 @@ def test_leases_spread_and_refill(trk):
     _, _, body = trk.get("/api/v1/swarms/sha256-" + HEX)
     sw = json.loads(body)
     assert sw["members"] == 1 and sw["chunks_held"] == 0
+    # Alone, b's share is all 8 origin fetches; the spare would be a 9th,
+    # over the per-member maximum of 8.
+    assert sw["lease_cap"] == 8 and sw["lease_limit"] == 8, sw
     b.close()
 
 
