@@ -58,6 +58,7 @@ typedef struct {
   uint64_t chunks_discarded;  /* payloads not asked for (or lost races) */
   uint64_t rx_errors;         /* receives that failed here and closed a link */
   uint64_t chunks_served;     /* chunk uploads completed */
+  uint64_t served_live;       /* of those, begun before we held the chunk */
   uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t manifests_from_peers;
 } peer_metrics_t;

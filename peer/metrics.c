@@ -102,6 +102,10 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
   metrics_counter(o, "ws_p2pd_peer_chunks_served_total",
                   "Chunks uploaded to peers completely.", "counter",
                   d->metrics.chunks_served);
+  metrics_counter(o, "ws_p2pd_peer_chunks_served_live_total",
+                  "Of those, uploads that began while the chunk was still "
+                  "arriving from S3 (sent as it arrived).",
+                  "counter", d->metrics.served_live);
   metrics_counter(o, "ws_p2pd_peer_chunks_discarded_total",
                   "Chunk payloads dropped (not asked for, canceled, lost an "
                   "endgame race).",

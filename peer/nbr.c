@@ -77,6 +77,25 @@ int peer_nbr_has(peer_nbr_t *n, const peer_srel_t *srel, uint32_t g) {
          ws_bitfield_test(&r->have, g);
 }
 
+int peer_nbr_rel_live(const peer_nbr_rel_t *r, uint32_t g) {
+  for (uint32_t i = 0; i < r->nlive; i++) {
+    if (r->live[i] == g)
+      return 1;
+  }
+  return 0;
+}
+
+/* Forgets g as arriving at r (a plain HAVE, a refusal). */
+static void nbr_live_forget(peer_nbr_rel_t *r, uint32_t g) {
+  for (uint32_t i = 0; i < r->nlive; i++) {
+    if (r->live[i] == g) {
+      r->live[i] = r->live[--r->nlive];
+      r->live_next = r->nlive;
+      return;
+    }
+  }
+}
+
 int peer_nbr_send(peer_nbr_t *n, const ws_msg_t *m) {
   if (n->state != PEER_NBR_READY || n->c == NULL || !wire_conn_is_open(n->c))
     return -ENOTCONN;
@@ -103,8 +122,11 @@ void peer_nbr_send_bitfield(peer_nbr_t *n, peer_srel_t *srel) {
   memcpy(m.u.bitfield.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
   m.u.bitfield.total_chunks = srel->total;
   m.u.bitfield.bits = srel->have.bits;
-  if (peer_nbr_send(n, &m) == 0 && r != NULL)
+  m.u.bitfield.live = true; /* we take HAVE "p" and CHUNK pieces */
+  if (peer_nbr_send(n, &m) == 0 && r != NULL) {
     r->sent_ours = true;
+    peer_srel_live_haves(srel, n);
+  }
 }
 
 void peer_nbr_close(peer_nbr_t *n, ws_bye_reason_t reason) {
@@ -219,8 +241,53 @@ static void nbr_unhide(peer_nbr_t *n, uint64_t now_ms) {
   }
 }
 
+/* Ends the chunk arriving in pieces (status < 0: given up, the chunk goes
+ * back to be fetched again). */
+static void nbr_pieces_end(peer_nbr_t *n, int status) {
+  peer_rx_t *rx = n->rx;
+  n->rx = NULL;
+  n->pc.open = false;
+  peer_rx_end(rx, status);
+}
+
+/* Refused chunks stay hidden for a while (see nbr_on_reject); one it only
+ * said was arriving is forgotten (its fetch failed; the next holder says
+ * so). */
+static void nbr_hide(peer_nbr_t *n, const uint8_t *digest, uint32_t g) {
+  peer_nbr_rel_t *r = peer_nbr_rel_find(n, digest);
+  if (r == NULL || g >= r->have.nbits || !ws_bitfield_test(&r->have, g))
+    return;
+  ws_bitfield_clear(&r->have, g);
+  if (peer_nbr_rel_live(r, g)) {
+    nbr_live_forget(r, g);
+    return;
+  }
+  if (r->nhidden < PEER_REJECT_HIDE_MAX) {
+    r->hidden[r->nhidden].chunk = g;
+    r->hidden[r->nhidden].until_ms =
+        uv_now(&n->s->d->loop) + PEER_REJECT_HIDE_MS;
+    r->nhidden++;
+  }
+}
+
 void peer_nbr_tick(peer_nbr_t *n, uint64_t now_ms) {
   nbr_unhide(n, now_ms);
+  if (n->pc.open && n->in == PEER_NBR_IN_NONE &&
+      now_ms - n->pc.last_ms > PEER_REQUEST_TIMEOUT_MS) {
+    /* Its origin fetch stalled: ask elsewhere; later pieces are dropped. */
+    WS_LOGW("nbr#%llu %s: chunk %u: no piece in %u ms; asking elsewhere",
+            (unsigned long long)n->id, n->node_id, n->pc.g,
+            PEER_REQUEST_TIMEOUT_MS);
+    ws_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = WS_MSG_CANCEL;
+    memcpy(m.u.request.digest, n->pc.digest, WS_PROTO_DIGEST_LEN);
+    m.u.request.chunk = n->pc.g;
+    m.u.request.req_id = n->pc.req_id;
+    (void)peer_nbr_send(n, &m);
+    nbr_hide(n, n->pc.digest, n->pc.g);
+    nbr_pieces_end(n, -ETIMEDOUT);
+  }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used &&
         now_ms - n->reqs[i].sent_ms > PEER_REQUEST_TIMEOUT_MS) {
@@ -264,9 +331,15 @@ static void nbr_on_bitfield(peer_nbr_t *n, const ws_bitfield_msg_t *b) {
   }
   ws_bitfield_free(&r->have);
   r->have = bf;
+  r->live_ok = b->live;
+  r->nlive = r->live_next = 0;
   r->nhidden = 0; /* its new word on every chunk */
-  if (srel != NULL && srel->state != PEER_SREL_RESOLVING)
+  if (srel != NULL && srel->state != PEER_SREL_RESOLVING) {
+    bool sent = r->sent_ours;
     peer_nbr_send_bitfield(n, srel);
+    if (sent) /* else peer_nbr_send_bitfield did it */
+      peer_srel_live_haves(srel, n);
+  }
   peer_swarm_nbr_announced(n->s, n, b->digest);
   peer_picker_fill(n);
 }
@@ -276,11 +349,35 @@ static void nbr_on_have(peer_nbr_t *n, const ws_have_t *h) {
   if (r == NULL || r->have.nbits == 0 || h->chunk >= r->have.nbits)
     return;
   ws_bitfield_set(&r->have, h->chunk);
+  if (!h->live) {
+    nbr_live_forget(r, h->chunk);
+  } else if (!peer_nbr_rel_live(r, h->chunk)) {
+    r->live[r->live_next] = h->chunk;
+    if (r->nlive < PEER_LIVE_MAX)
+      r->nlive++;
+    r->live_next = r->nlive < PEER_LIVE_MAX
+                       ? r->nlive
+                       : (r->live_next + 1) % PEER_LIVE_MAX;
+  }
   if (n->nreqs < PEER_PIPELINE_DEPTH)
     peer_picker_fill(n);
 }
 
+/* The chunk arriving in pieces is (c, id) of digest. */
+static int nbr_pieces_match(const peer_nbr_t *n, const uint8_t *digest,
+                            uint32_t g, uint32_t req_id) {
+  return n->pc.open && n->pc.g == g && n->pc.req_id == req_id &&
+         memcmp(n->pc.digest, digest, WS_PROTO_DIGEST_LEN) == 0;
+}
+
 static void nbr_on_reject(peer_nbr_t *n, const ws_reject_t *rj) {
+  if (nbr_pieces_match(n, rj->digest, rj->chunk, rj->req_id)) {
+    /* Its origin fetch of a chunk it was sending as it arrived failed. */
+    nbr_hide(n, rj->digest, rj->chunk);
+    nbr_pieces_end(n, WS_ECANCELED);
+    peer_swarm_kick(n->s);
+    return;
+  }
   int i = nbr_req_find(n, rj->digest, rj->chunk, rj->req_id);
   if (i < 0)
     return;
@@ -291,26 +388,46 @@ static void nbr_on_reject(peer_nbr_t *n, const ws_reject_t *rj) {
     n->busy_until_ms = uv_now(&n->s->d->loop) + ra;
   } else {
     /* Not held (or unknown): not from this neighbour for now. */
-    peer_nbr_rel_t *r = peer_nbr_rel_find(n, rj->digest);
-    if (r != NULL && rj->chunk < r->have.nbits &&
-        ws_bitfield_test(&r->have, rj->chunk)) {
-      ws_bitfield_clear(&r->have, rj->chunk);
-      if (r->nhidden < PEER_REJECT_HIDE_MAX) {
-        r->hidden[r->nhidden].chunk = rj->chunk;
-        r->hidden[r->nhidden].until_ms =
-            uv_now(&n->s->d->loop) + PEER_REJECT_HIDE_MS;
-        r->nhidden++;
-      }
-    }
+    nbr_hide(n, rj->digest, rj->chunk);
   }
   peer_nbr_req_drop(n, (uint32_t)i, WS_EBUSY);
   peer_swarm_kick(n->s); /* other holders may take it */
 }
 
+/* The next piece of the chunk arriving in pieces; anything else is out of
+ * turn (one upload at a time per connection). */
+static void nbr_on_piece(peer_nbr_t *n, const ws_chunk_t *ch) {
+  if (!ch->piece || !nbr_pieces_match(n, ch->digest, ch->chunk, ch->req_id) ||
+      ch->off != n->pc.got || ch->len > n->pc.len - n->pc.got) {
+    WS_LOGW("nbr#%llu %s: CHUNK %u (offset %u) while chunk %u is arriving "
+            "in pieces (%u bytes so far)",
+            (unsigned long long)n->id, n->node_id, ch->chunk, ch->off, n->pc.g,
+            n->pc.got);
+    n->in = PEER_NBR_IN_DISCARD;
+    peer_nbr_close(n, WS_BYE_PROTOCOL);
+    return;
+  }
+  n->pc.last_ms = uv_now(&n->s->d->loop);
+  n->in = PEER_NBR_IN_CHUNK;
+  if (peer_rx_reserve(n->rx) == 1) {
+    n->read_paused_pool = true;
+    wire_conn_read_pause(n->c);
+  }
+}
+
 static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   peer_swarm_t *s = n->s;
-  int i = nbr_req_find(n, ch->digest, ch->chunk, ch->req_id);
+  if (n->pc.open) {
+    nbr_on_piece(n, ch);
+    return;
+  }
   n->in = PEER_NBR_IN_DISCARD;
+  if (ch->piece && ch->off != 0) {
+    /* A later piece of a chunk given up on (timed out, canceled). */
+    s->d->metrics.chunks_discarded++;
+    return;
+  }
+  int i = nbr_req_find(n, ch->digest, ch->chunk, ch->req_id);
   if (i < 0) {
     s->d->metrics.chunks_discarded++; /* canceled, timed out or unasked */
     return;
@@ -318,10 +435,10 @@ static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   peer_req_t *r = &n->reqs[i];
   peer_file_t *file = r->file;
   uint32_t j = r->j;
-  if (ch->len != peer_file_chunk_len(file, j)) {
+  uint32_t clen = peer_file_chunk_len(file, j);
+  if (ch->piece ? ch->len > clen : ch->len != clen) {
     WS_LOGW("nbr#%llu %s: CHUNK %u of %u bytes, expected %u",
-            (unsigned long long)n->id, n->node_id, ch->chunk, ch->len,
-            peer_file_chunk_len(file, j));
+            (unsigned long long)n->id, n->node_id, ch->chunk, ch->len, clen);
     peer_nbr_req_drop(n, (uint32_t)i, WS_EPROTO);
     peer_nbr_close(n, WS_BYE_PROTOCOL);
     return;
@@ -344,6 +461,16 @@ static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   peer_nbr_cancel_others(s, n, file, j);
   n->rx = rx;
   n->in = PEER_NBR_IN_CHUNK;
+  if (ch->piece && ch->len < clen) {
+    /* Sent as it arrives at the sender: the rest follows in more pieces. */
+    n->pc.open = true;
+    memcpy(n->pc.digest, ch->digest, WS_PROTO_DIGEST_LEN);
+    n->pc.g = ch->chunk;
+    n->pc.req_id = ch->req_id;
+    n->pc.got = 0;
+    n->pc.len = clen;
+    n->pc.last_ms = uv_now(&s->d->loop);
+  }
   /* No payload byte is read before a buffer is there for it: the pool may
    * be empty while chunks of other neighbours are being written. */
   if (peer_rx_reserve(rx) == 1) {
@@ -430,6 +557,7 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
               (unsigned long long)n->id, n->node_id, ws_strerror(rc));
       peer_rx_end(n->rx, rc);
       n->rx = NULL;
+      n->pc.open = false;
       n->in = PEER_NBR_IN_DISCARD;
       peer_nbr_close(n, WS_BYE_PROTOCOL);
       return;
@@ -444,9 +572,14 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
       wire_conn_read_pause(c);
       peer_nbr_timer_arm(n, ms);
     }
-    if (last) {
+    if (n->pc.open)
+      n->pc.got += (uint32_t)len;
+    if (last && n->pc.open && n->pc.got < n->pc.len) {
+      n->in = PEER_NBR_IN_NONE; /* rx waits for the next piece */
+    } else if (last) {
       peer_rx_t *rx = n->rx;
       n->rx = NULL;
+      n->pc.open = false;
       n->in = PEER_NBR_IN_NONE;
       peer_rx_end(rx, 0);
       peer_picker_fill(n);
@@ -566,6 +699,7 @@ static void nbr_on_close(wire_conn_t *c, int status) {
   if (n->rx != NULL) {
     peer_rx_t *rx = n->rx;
     n->rx = NULL;
+    n->pc.open = false;
     peer_rx_end(rx, WS_ECANCELED);
   }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {

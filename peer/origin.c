@@ -18,6 +18,7 @@
 #include "bufpool.h"
 #include "chunkw.h"
 #include "peer_config.h"
+#include "swarm.h"
 #include "ws_log.h"
 
 typedef enum {
@@ -37,6 +38,7 @@ struct xfer_s {
   uint64_t off; /* chunk's first byte in the file (and the object) */
   uint32_t len;
   uint64_t received; /* body bytes accepted */
+  uint64_t written;  /* bytes in the partial file, in order from off */
   uint64_t start_ms; /* GET queued */
   uint64_t first_ms; /* first body byte (when got_first) */
   bool got_first;
@@ -110,6 +112,12 @@ static void xfer_written(void *arg, peer_buf_t *buf, int status) {
   if (status != 0)
     xfer_fail(x, status, "writing partial file");
   x->writes--;
+  if (status == 0 && x->status == 0) {
+    x->written += buf->len;
+    /* Neighbours streaming this chunk as it arrives may send more. */
+    if (x->o->d->swarm != NULL)
+      peer_swarm_chunk_progress(x->o->d->swarm, x->file, x->j);
+  }
   /* x may be freed here; put() then resumes a paused transfer (which may
    * deliver data at once), so it comes last. */
   xfer_maybe_finish(x);
@@ -165,6 +173,29 @@ static void xfer_note_progress(xfer_t *x) {
     x->ending = true;
     peer_origin_kick(o);
   }
+}
+
+int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
+                     uint32_t j, uint64_t *written) {
+  for (const xfer_t *x = o->head; x != NULL; x = x->next) {
+    if (x->file == file && x->j == j) {
+      *written = x->written;
+      return x->status == 0;
+    }
+  }
+  return 0;
+}
+
+unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,
+                          uint32_t *js, unsigned max) {
+  unsigned n = 0;
+  for (const xfer_t *x = o->head; x != NULL && n < max; x = x->next) {
+    if (x->status == 0) {
+      files[n] = x->file;
+      js[n++] = x->j;
+    }
+  }
+  return n;
 }
 
 int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
@@ -272,10 +303,15 @@ static void xfer_complete(xfer_t *x, int status, int kick) {
   if (status == 0)
     o->d->metrics.s3_bytes_chunks += x->len;
   peer_file_t *file = x->file;
+  uint32_t j = x->j;
   peer_chunkw_cleanup(&x->cw);
-  peer_file_chunk_done(file, x->j, PEER_SRC_ORIGIN, status, x->errmsg);
-  peer_file_unref(file);
+  peer_file_chunk_done(file, j, PEER_SRC_ORIGIN, status, x->errmsg);
   free(x);
+  /* Uploads of the chunk as it arrived: the rest now, or they fail (x is
+   * gone, so a retry is a new transfer). */
+  if (o->d->swarm != NULL)
+    peer_swarm_chunk_progress(o->d->swarm, file, j);
+  peer_file_unref(file);
   if (kick)
     peer_origin_kick(o);
 }
@@ -346,6 +382,8 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
     return -ENOMEM;
   }
   WS_LOGD("origin: GET %s chunk %u (%u bytes)", file->mf.name, j, x->len);
+  if (o->d->swarm != NULL)
+    peer_swarm_chunk_live(o->d->swarm, file, j);
   return 0;
 }
 

@@ -36,6 +36,15 @@ void peer_origin_stop(peer_origin_t *o);
  * (see peer_config.h, PEER_ORIGIN_LEAD_MAX_MS). */
 int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
                           uint32_t j);
+/* 1 while chunk j of file is being fetched and nothing has failed yet;
+ * *written: its bytes in the partial file so far, in order from its start
+ * (written, not yet verified). 0 when no transfer has it. */
+int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
+                     uint32_t j, uint64_t *written);
+/* The chunks being fetched now (as peer_origin_live says 1), at most max:
+ * their files (borrowed) and indexes. Returns how many. */
+unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,
+                          uint32_t *js, unsigned max);
 /* Transfers not yet finished (including their writes and hash jobs). */
 unsigned peer_origin_inflight(const peer_origin_t *o);
 /* Frees the fetcher; no transfer may be left. NULL is fine. */

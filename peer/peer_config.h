@@ -95,6 +95,13 @@
  * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES). */
 #define PEER_UPLOADS_MAX 16u
 #define PEER_SERVE_BUFS 2u
+/* Chunks per neighbour and release remembered as arriving there from
+ * origin (HAVE "p"): the picker asks for them only when that neighbour has
+ * nothing else for us; older ones are forgotten (still held, like any). */
+#define PEER_LIVE_MAX 32u
+/* Origin fetches listed at once (HAVE "p" to a neighbour that just came):
+ * all of them, --s3-concurrency at most. */
+#define PEER_ORIGIN_LIST_MAX PEER_S3_CONCURRENCY_MAX
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
@@ -143,6 +150,9 @@
  * 16 MiB chunks has a ~5 MiB manifest; typical ones are tens of KiB). */
 #define PEER_MANIFEST_WAIT_MS 60000u
 #define PEER_MANIFEST_PEER_TRY_MS 250u
+/* A neighbour asked for a manifest that has not begun to send it by then
+ * counts as having refused (the next is asked, or S3). */
+#define PEER_MANIFEST_ASK_MS 5000u
 /* MANIFEST payloads being sent at once (each a copy of the bytes). */
 #define PEER_MANIFEST_SENDS_MAX 4u
 /* Node id: random bytes, hex-encoded, when --node-id is not given. */

@@ -85,13 +85,15 @@ typedef struct {
   peer_file_t *file;
   uint32_t g, j;
   int dup;
+  int live; /* still arriving there from origin */
   int tier;
   uint32_t avail;
 } pick_t;
 
 /* Scans srel for n's best candidate, improving *best. */
 static void picker_scan(peer_nbr_t *n, peer_srel_t *srel,
-                        const ws_bitfield_t *theirs, pick_t *best) {
+                        const peer_nbr_rel_t *r, pick_t *best) {
+  const ws_bitfield_t *theirs = &r->have;
   peer_swarm_t *s = n->s;
   const ws_manifest_t *m = srel->m;
   const peer_release_t *rel = srel->rel;
@@ -140,23 +142,26 @@ static void picker_scan(peer_nbr_t *n, peer_srel_t *srel,
       continue;
     }
     int tier = picker_tier(f, j);
+    int live = r->nlive > 0 && peer_nbr_rel_live(r, g);
     if (best->srel != NULL) {
-      if (dup > best->dup)
+      if (dup > best->dup || (dup == best->dup && live > best->live))
         continue;
-      if (dup == best->dup && tier > best->tier)
+      int same = dup == best->dup && live == best->live;
+      if (same && tier > best->tier)
         continue;
-      if (dup == best->dup && tier == best->tier && best->avail <= 1)
+      if (same && tier == best->tier && best->avail <= 1)
         continue; /* nothing is rarer than only this neighbour */
     }
     uint32_t avail = peer_picker_avail(s, srel, g);
-    if (best->srel != NULL && dup == best->dup && tier == best->tier &&
-        avail >= best->avail)
+    if (best->srel != NULL && dup == best->dup && live == best->live &&
+        tier == best->tier && avail >= best->avail)
       continue;
     *best = (pick_t){.srel = srel,
                      .file = f,
                      .g = g,
                      .j = j,
                      .dup = dup,
+                     .live = live,
                      .tier = tier,
                      .avail = avail};
   }
@@ -210,7 +215,7 @@ void peer_picker_fill(peer_nbr_t *n) {
       if (srel == NULL || srel->state != PEER_SREL_FETCHING ||
           srel->total != r->have.nbits)
         continue;
-      picker_scan(n, srel, &r->have, &best);
+      picker_scan(n, srel, r, &best);
     }
     if (best.srel == NULL || picker_request(n, &best) != 0)
       return;

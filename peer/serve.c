@@ -1,5 +1,6 @@
 /* serve.c - what we upload to neighbours: verified chunks (from a blob or
- * from the partial, only chunks whose hash checked) and manifests.
+ * from the partial, only chunks whose hash checked), chunks still arriving
+ * from S3, and manifests.
  *
  * Each neighbour has a queue of at most PEER_SERVE_QUEUE_MAX requests and
  * one upload streaming at a time (wire_conn carries one payload at a time);
@@ -11,6 +12,16 @@
  * its buffers however slow the link. The upload rate limit delays the next
  * read. (wire_conn has no sendfile path; the pieces are read into user
  * memory from the page cache.)
+ *
+ * A chunk we are fetching from S3 is served as it arrives ("live", to a
+ * neighbour whose BITFIELD said "live", after our HAVE with "p"): the
+ * upload reads only bytes already written to the partial, sends each as a
+ * CHUNK piece (body key "o", its offset in the chunk) and waits for more
+ * (peer_serve_live_progress). Between pieces the connection carries other
+ * frames (a payload holds back every frame behind it until it ends). The
+ * last byte goes out only once our own hash check passed, so a complete
+ * chunk from us always verifies; if the fetch fails, the upload ends with a
+ * REJECT not held for it. The requester checks the chunk's hash either way.
  *
  * Upload states:
  *   OPENING (blob open on a worker) --> STREAMING --all sent/failed-->
@@ -28,6 +39,7 @@
 #include <unistd.h>
 
 #include "swarm-int.h"
+#include "origin.h"
 #include "ws_log.h"
 
 typedef enum { UP_OPENING, UP_STREAMING, UP_CLOSING, UP_STATE_LAST } up_state_t;
@@ -48,7 +60,12 @@ struct peer_up_s {
   up_state_t state;
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t g, req_id;
-  ws_hash_t sha256; /* blob to open */
+  ws_hash_t sha256;  /* blob to open */
+  peer_file_t *file; /* live: reference held; else NULL */
+  uint32_t j;        /* live: chunk in file */
+  bool live;         /* not verified here yet: send what has arrived */
+  bool pieces;       /* started live: every buffer goes as a CHUNK piece */
+  bool rejected;     /* pieces: our REJECT ended it */
   int fd;
   uint64_t off; /* chunk's first byte in the file */
   uint32_t len;
@@ -93,6 +110,8 @@ static void serve_reject(peer_nbr_t *n, const uint8_t *digest, uint32_t chunk,
 static void up_free(peer_up_t *up) {
   for (unsigned i = 0; i < PEER_SERVE_BUFS; i++)
     free(up->bufs[i].data);
+  if (up->file != NULL)
+    peer_file_unref(up->file);
   assert(up->s->up_alive > 0);
   up->s->up_alive--;
   free(up);
@@ -118,8 +137,10 @@ static void up_maybe_end(peer_up_t *up) {
   up_set_state(up, UP_CLOSING);
   assert(s->uploads > 0);
   s->uploads--;
-  if (up->status == 0 && up->sent == up->len)
+  if (up->status == 0 && up->sent == up->len) {
     s->d->metrics.chunks_served++;
+    s->d->metrics.served_live += up->pieces;
+  }
   if (n != NULL) {
     n->up = NULL;
     up->n = NULL;
@@ -135,6 +156,14 @@ static void up_maybe_end(peer_up_t *up) {
 static void up_fail(peer_up_t *up, int err) {
   if (up->status == 0)
     up->status = err;
+  /* Pieces: no payload is left open between them; a REJECT ends it (not
+   * after a CANCEL: the requester has forgotten it). */
+  if (up->pieces) {
+    if (!up->rejected && up->n != NULL && err != WS_ECANCELED)
+      serve_reject(up->n, up->digest, up->g, up->req_id, WS_REJECT_NOT_HAVE);
+    up->rejected = true;
+    return;
+  }
   /* A payload that was announced cannot be cut short: the connection goes
    * (its other transfers are retried elsewhere). */
   if (up->header_sent && up->n != NULL && up->sent < up->len)
@@ -192,6 +221,24 @@ static void up_send_filled(peer_up_t *up) {
     }
     if (b == NULL || up->n == NULL || up->status != 0)
       return;
+    if (up->pieces) {
+      ws_msg_t m;
+      memset(&m, 0, sizeof(m));
+      m.type = WS_MSG_CHUNK;
+      memcpy(m.u.chunk.digest, up->digest, WS_PROTO_DIGEST_LEN);
+      m.u.chunk.chunk = up->g;
+      m.u.chunk.req_id = up->req_id;
+      m.u.chunk.len = b->len;
+      m.u.chunk.piece = true;
+      m.u.chunk.off = b->pos;
+      int rc = peer_nbr_send(up->n, &m);
+      if (rc == WS_ELIMIT)
+        return; /* on_drain -> peer_serve_next -> here */
+      if (rc != 0) {
+        up_fail(up, rc);
+        return;
+      }
+    }
     b->filled = 0;
     int rc = wire_conn_send_raw(up->n->c, b->data, b->len, up_raw_done, b);
     if (rc != 0) {
@@ -207,12 +254,34 @@ static void up_send_filled(peer_up_t *up) {
   }
 }
 
+/* A live upload: how far it may read. 0 with *limit set, or WS_ENOTFOUND
+ * when the fetch failed (the chunk is neither held nor arriving). */
+static int up_live_limit(peer_up_t *up, uint32_t *limit) {
+  peer_srel_t *srel = peer_srel_find(up->s, up->digest);
+  uint64_t written;
+  if (srel != NULL && srel->state != PEER_SREL_RESOLVING &&
+      up->g < srel->total && ws_bitfield_test(&srel->have, up->g)) {
+    up->live = false; /* verified: the rest may go */
+    *limit = up->len;
+    return 0;
+  }
+  if (!peer_origin_live(up->s->d->origin, up->file, up->j, &written))
+    return WS_ENOTFOUND;
+  /* Never the last byte before our own hash check passed. */
+  *limit = written < up->len ? (uint32_t)written : up->len - 1;
+  return 0;
+}
+
 /* Sends the header, then keeps every free buffer reading the next piece
  * (unless the upload rate says wait). */
 static void up_pump(peer_up_t *up) {
   peer_nbr_t *n = up->n;
+  uint32_t limit = up->len;
   if (up->state == UP_OPENING)
     return;
+  if (up->state == UP_STREAMING && n != NULL && up->status == 0 && up->live &&
+      up_live_limit(up, &limit) != 0)
+    up_fail(up, WS_ENOTFOUND); /* REJECT: its fetch failed */
   if (up->state != UP_STREAMING || n == NULL || up->status != 0) {
     /* Buffers read but never sent are free again. */
     for (unsigned i = 0; i < PEER_SERVE_BUFS; i++) {
@@ -222,7 +291,7 @@ static void up_pump(peer_up_t *up) {
     up_maybe_end(up);
     return;
   }
-  if (!up->header_sent) {
+  if (!up->header_sent && !up->pieces) {
     ws_msg_t m;
     memset(&m, 0, sizeof(m));
     m.type = WS_MSG_CHUNK;
@@ -245,7 +314,7 @@ static void up_pump(peer_up_t *up) {
     up_pump(up);
     return;
   }
-  for (unsigned i = 0; i < PEER_SERVE_BUFS && up->read_pos < up->len; i++) {
+  for (unsigned i = 0; i < PEER_SERVE_BUFS && up->read_pos < limit; i++) {
     up_buf_t *b = &up->bufs[i];
     if (b->busy)
       continue;
@@ -254,7 +323,7 @@ static void up_pump(peer_up_t *up) {
       peer_nbr_timer_arm(n, ms);
       break;
     }
-    uint32_t k = up->len - up->read_pos;
+    uint32_t k = limit - up->read_pos;
     if (k > PEER_SERVE_PIECE_BYTES)
       k = PEER_SERVE_PIECE_BYTES;
     b->up = up;
@@ -297,11 +366,23 @@ static void up_open_after(void *arg, int status) {
   up_pump(up);
 }
 
+/* 1 when we hold chunk g of srel, or are fetching it from S3 now and n
+ * takes chunks in pieces. */
+static int serve_can(peer_nbr_t *n, peer_srel_t *srel, uint32_t g) {
+  peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
+  peer_file_t *f;
+  uint32_t j, len;
+  uint64_t off;
+  return ws_bitfield_test(&srel->have, g) ||
+         (r != NULL && r->live_ok &&
+          peer_srel_chunk_live(srel, g, &f, &j, NULL, &off, &len) == 0);
+}
+
 static void serve_start_chunk(peer_nbr_t *n, const ws_request_t *r) {
   peer_swarm_t *s = n->s;
   peer_srel_t *srel = peer_srel_find(s, r->digest);
   if (srel == NULL || srel->state == PEER_SREL_RESOLVING ||
-      r->chunk >= srel->total || !ws_bitfield_test(&srel->have, r->chunk)) {
+      r->chunk >= srel->total || !serve_can(n, srel, r->chunk)) {
     serve_reject(n, r->digest, r->chunk, r->req_id, WS_REJECT_NOT_HAVE);
     return;
   }
@@ -324,8 +405,15 @@ static void serve_start_chunk(peer_nbr_t *n, const ws_request_t *r) {
       return;
     }
   }
-  int rc = peer_srel_chunk_source(srel, r->chunk, &up->sha256, &up->fd,
-                                  &up->off, &up->len);
+  int rc;
+  if (ws_bitfield_test(&srel->have, r->chunk)) {
+    rc = peer_srel_chunk_source(srel, r->chunk, &up->sha256, &up->fd, &up->off,
+                                &up->len);
+  } else {
+    rc = peer_srel_chunk_live(srel, r->chunk, &up->file, &up->j, &up->fd,
+                              &up->off, &up->len);
+    up->live = up->pieces = rc == 0;
+  }
   s->up_alive++;
   if (rc < 0) {
     up_free(up);
@@ -409,7 +497,7 @@ void peer_serve_request(peer_nbr_t *n, uint8_t type, const ws_request_t *r) {
       serve_reject(n, r->digest, r->chunk, r->req_id, WS_REJECT_BAD);
       return;
     }
-    if (!ws_bitfield_test(&srel->have, r->chunk)) {
+    if (!serve_can(n, srel, r->chunk)) {
       serve_reject(n, r->digest, r->chunk, r->req_id, WS_REJECT_NOT_HAVE);
       return;
     }
@@ -427,6 +515,14 @@ void peer_serve_request(peer_nbr_t *n, uint8_t type, const ws_request_t *r) {
 }
 
 void peer_serve_cancel(peer_nbr_t *n, const ws_request_t *r) {
+  peer_up_t *up = n->up;
+  if (up != NULL && up->pieces && up->g == r->chunk &&
+      up->req_id == r->req_id &&
+      memcmp(up->digest, r->digest, WS_PROTO_DIGEST_LEN) == 0) {
+    up_fail(up, WS_ECANCELED); /* the requester gave up on it */
+    up_pump(up);
+    return;
+  }
   for (uint32_t k = 0; k < n->sq_len; k++) {
     peer_serve_req_t *q = &n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
     if (q->type == WS_MSG_REQUEST && q->r.chunk == r->chunk &&
@@ -442,6 +538,28 @@ void peer_serve_cancel(peer_nbr_t *n, const ws_request_t *r) {
   }
 }
 
+/* Moves the first queued request we can send at full speed (a manifest, a
+ * chunk we hold) to the head: a chunk still arriving from S3 goes at the
+ * origin's pace and would hold the others back. */
+static void serve_queue_pick(peer_nbr_t *n) {
+  for (uint32_t k = 0; k < n->sq_len; k++) {
+    peer_serve_req_t *q = &n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
+    peer_srel_t *srel =
+        q->type == WS_MSG_REQUEST ? peer_srel_find(n->s, q->r.digest) : NULL;
+    if (q->type == WS_MSG_REQUEST &&
+        (srel == NULL || srel->state == PEER_SREL_RESOLVING ||
+         q->r.chunk >= srel->total ||
+         !ws_bitfield_test(&srel->have, q->r.chunk)))
+      continue;
+    peer_serve_req_t pick = *q;
+    for (uint32_t m = k; m > 0; m--)
+      n->sq[(n->sq_head + m) % PEER_SERVE_QUEUE_MAX] =
+          n->sq[(n->sq_head + m - 1) % PEER_SERVE_QUEUE_MAX];
+    n->sq[n->sq_head] = pick;
+    return;
+  }
+}
+
 void peer_serve_next(peer_nbr_t *n) {
   peer_swarm_t *s = n->s;
   if (n->state != PEER_NBR_READY || n->mani_open)
@@ -452,6 +570,7 @@ void peer_serve_next(peer_nbr_t *n) {
   }
   while (n->sq_len > 0 && n->up == NULL && !n->mani_open &&
          n->state == PEER_NBR_READY) {
+    serve_queue_pick(n);
     peer_serve_req_t q = n->sq[n->sq_head];
     if (q.type == WS_MSG_REQUEST && s->uploads >= PEER_UPLOADS_MAX) {
       /* Every upload slot is taken: refuse the whole queue rather than
@@ -478,4 +597,12 @@ void peer_serve_detach(peer_nbr_t *n) {
     up->status = WS_ECANCELED;
   if (up->state == UP_STREAMING)
     up_maybe_end(up);
+}
+
+void peer_serve_live_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j) {
+  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
+    peer_up_t *up = n->up;
+    if (up != NULL && up->live && up->file == file && up->j == j)
+      up_pump(up);
+  }
 }

@@ -175,6 +175,64 @@ void peer_swarm_chunk_done(peer_swarm_t *s, peer_file_t *file, uint32_t j,
   srel_each_with_file(s, file, srel_have_one, &j);
 }
 
+/* HAVE "p" for global chunk g to the neighbours that lack it. */
+static void srel_live_one(peer_srel_t *srel, uint32_t first, void *arg) {
+  uint32_t g = first + *(const uint32_t *)arg;
+  if (g >= srel->total || ws_bitfield_test(&srel->have, g))
+    return;
+  ws_msg_t m;
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_HAVE;
+  memcpy(m.u.have.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
+  m.u.have.chunk = g;
+  m.u.have.live = true;
+  for (peer_nbr_t *n = srel->s->nbrs; n != NULL; n = n->next) {
+    peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
+    if (n->state == PEER_NBR_READY && r != NULL && r->sent_ours && r->live_ok &&
+        !(g < r->have.nbits && ws_bitfield_test(&r->have, g)))
+      (void)peer_nbr_send(n, &m); /* a full queue drops one HAVE */
+  }
+}
+
+void peer_srel_live_haves(peer_srel_t *srel, peer_nbr_t *n) {
+  peer_file_t *files[PEER_ORIGIN_LIST_MAX];
+  uint32_t js[PEER_ORIGIN_LIST_MAX];
+  peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
+  if (srel->state != PEER_SREL_FETCHING || srel->rel->files == NULL ||
+      r == NULL || !r->live_ok || !r->sent_ours)
+    return;
+  unsigned k =
+      peer_origin_list(srel->s->d->origin, files, js, PEER_ORIGIN_LIST_MAX);
+  for (unsigned i = 0; i < k; i++) {
+    for (uint32_t f = 0; f < srel->rel->nfiles; f++) {
+      if (srel->rel->files[f] != files[i] || files[i]->mf.chunks == NULL)
+        continue;
+      uint32_t g = (uint32_t)srel->m->files[f].first_chunk + js[i];
+      if (g >= srel->total || ws_bitfield_test(&srel->have, g) ||
+          (g < r->have.nbits && ws_bitfield_test(&r->have, g)))
+        continue;
+      ws_msg_t m;
+      memset(&m, 0, sizeof(m));
+      m.type = WS_MSG_HAVE;
+      memcpy(m.u.have.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
+      m.u.have.chunk = g;
+      m.u.have.live = true;
+      (void)peer_nbr_send(n, &m);
+    }
+  }
+}
+
+void peer_swarm_chunk_live(peer_swarm_t *s, peer_file_t *file, uint32_t j) {
+  /* Whole-file manifests: nothing is served before the file verified. */
+  if (file->mf.chunks == NULL || s->stopping)
+    return;
+  srel_each_with_file(s, file, srel_live_one, &j);
+}
+
+void peer_swarm_chunk_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j) {
+  peer_serve_live_progress(s, file, j);
+}
+
 void peer_swarm_file_complete(peer_swarm_t *s, peer_file_t *file) {
   srel_each_with_file(s, file, srel_have_file, file);
 }
@@ -342,8 +400,22 @@ static void srel_manifest_answer(peer_srel_t *srel, char *bytes, size_t len,
 
 void peer_srel_manifest_try(peer_srel_t *srel, uint64_t now_ms) {
   peer_swarm_t *s = srel->s;
-  if (srel->state != PEER_SREL_RESOLVING || srel->mdone || srel->masked != NULL)
+  if (srel->state != PEER_SREL_RESOLVING || srel->mdone)
     return;
+  if (srel->masked != NULL) {
+    peer_nbr_t *a = srel->masked;
+    if (now_ms - srel->mask_ms < PEER_MANIFEST_ASK_MS ||
+        a->in == PEER_NBR_IN_MANIFEST)
+      return; /* asked lately, or its answer is arriving */
+    WS_LOGW("release %s: nbr#%llu %s sent no manifest in %u ms; not asking "
+            "it again",
+            srel->rel->digest_str, (unsigned long long)a->id, a->node_id,
+            PEER_MANIFEST_ASK_MS);
+    peer_nbr_rel_t *ar = peer_nbr_rel_find(a, srel->digest.b);
+    if (ar != NULL)
+      ar->mani_refused = true;
+    srel->masked = NULL;
+  }
   for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
     peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
     if (n->state != PEER_NBR_READY || r == NULL || r->have.nbits == 0 ||
@@ -356,6 +428,7 @@ void peer_srel_manifest_try(peer_srel_t *srel, uint64_t now_ms) {
     if (peer_nbr_send(n, &m) != 0)
       continue;
     srel->masked = n;
+    srel->mask_ms = now_ms;
     return;
   }
   uint64_t wait = srel->rel->uri != NULL ? PEER_MANIFEST_PEER_TRY_MS
@@ -459,6 +532,33 @@ void peer_srel_leases_renew(peer_srel_t *srel) {
 }
 
 /* ---- serving source ------------------------------------------------------ */
+
+int peer_srel_chunk_live(peer_srel_t *srel, uint32_t g, peer_file_t **file,
+                         uint32_t *jout, int *fd, uint64_t *off,
+                         uint32_t *len) {
+  uint32_t k, j;
+  uint64_t written;
+  if (srel->state != PEER_SREL_FETCHING || srel->rel->files == NULL ||
+      ws_manifest_locate(srel->m, g, &k, &j) != 0)
+    return WS_ENOTFOUND;
+  peer_file_t *f = srel->rel->files[k];
+  if (f == NULL || f->state != PEER_FILE_FETCHING || f->pf == NULL ||
+      f->mf.chunks == NULL || f->chunk_state[j] != PEER_CHUNK_INFLIGHT ||
+      !peer_origin_live(srel->s->d->origin, f, j, &written))
+    return WS_ENOTFOUND;
+  if (fd == NULL)
+    return 0; /* asked only whether */
+  int nfd = fcntl(ws_store_file_fd(f->pf), F_DUPFD_CLOEXEC, 0);
+  if (nfd < 0)
+    return -errno;
+  peer_file_ref(f);
+  *file = f;
+  *jout = j;
+  *fd = nfd;
+  *off = (uint64_t)j * srel->m->chunk_size;
+  *len = ws_mfile_chunk_len(srel->m, &srel->m->files[k], j);
+  return 0;
+}
 
 int peer_srel_chunk_source(peer_srel_t *srel, uint32_t g, ws_hash_t *sha256,
                            int *fd, uint64_t *off, uint32_t *len) {

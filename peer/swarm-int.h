@@ -71,6 +71,7 @@ struct peer_srel_s {
   uint64_t renew_ms;       /* last LEASE_RENEW */
   uint64_t mwait_since_ms; /* RESOLVING: waiting for a holder since */
   peer_nbr_t *masked;      /* RESOLVING: neighbour asked (weak) */
+  uint64_t mask_ms;        /* RESOLVING: when masked was asked */
   bool mdone;              /* RESOLVING: the release has its answer */
 };
 
@@ -88,6 +89,9 @@ typedef struct {
   ws_bitfield_t have; /* nbits 0 until its BITFIELD */
   bool sent_ours;     /* our BITFIELD went out */
   bool mani_refused;  /* it could not give us the manifest */
+  bool live_ok;       /* its BITFIELD said "live": HAVE "p", CHUNK pieces */
+  uint32_t live[PEER_LIVE_MAX]; /* chunks it said (HAVE "p") are arriving */
+  uint32_t nlive, live_next;    /* entries; the slot a new one replaces */
   struct {
     uint32_t chunk;
     uint64_t until_ms;
@@ -138,8 +142,15 @@ struct peer_nbr_s {
   uint64_t busy_until_ms; /* it said busy */
   /* receiving */
   peer_nbr_in_t in;
-  peer_rx_t *rx; /* IN_CHUNK */
-  char *mbuf;    /* IN_MANIFEST */
+  peer_rx_t *rx; /* IN_CHUNK; between the pieces of a chunk sent live */
+  struct {
+    bool open; /* rx is a chunk arriving in pieces, more to come */
+    uint8_t digest[WS_PROTO_DIGEST_LEN];
+    uint32_t g, req_id;
+    uint32_t got, len; /* bytes so far, the chunk's length */
+    uint64_t last_ms;  /* last piece began */
+  } pc;
+  char *mbuf; /* IN_MANIFEST */
   uint32_t mlen, mgot;
   ws_hash_t mdigest;
   bool read_paused_pool;
@@ -170,6 +181,8 @@ void peer_nbr_send_bitfield(peer_nbr_t *n, peer_srel_t *srel);
 peer_nbr_rel_t *peer_nbr_rel_find(peer_nbr_t *n, const uint8_t *digest);
 /* 1 when n holds global chunk g of srel. */
 int peer_nbr_has(peer_nbr_t *n, const peer_srel_t *srel, uint32_t g);
+/* 1 when r's chunk g is one it is still fetching from origin (HAVE "p"). */
+int peer_nbr_rel_live(const peer_nbr_rel_t *r, uint32_t g);
 /* Drops request i (status: why) and gives its chunk back when no other
  * request or receiver holds it. */
 void peer_nbr_req_drop(peer_nbr_t *n, uint32_t i, int status);
@@ -227,6 +240,9 @@ void peer_serve_cancel(peer_nbr_t *n, const ws_request_t *r);
 void peer_serve_next(peer_nbr_t *n);
 /* n is closing: its upload finishes without it. */
 void peer_serve_detach(peer_nbr_t *n);
+/* More of chunk j of file arrived from origin, or its fetch ended: the
+ * uploads sending it as it arrives send more, finish or fail. */
+void peer_serve_live_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j);
 
 /* ---- the swarm (swarm.c) ------------------------------------------------ */
 
@@ -310,5 +326,16 @@ void peer_swarm_manifest_got(peer_swarm_t *s, peer_nbr_t *n,
  * WS_ENOTFOUND. *off and *len: the chunk's place in the file. */
 int peer_srel_chunk_source(peer_srel_t *srel, uint32_t g, ws_hash_t *sha256,
                            int *fd, uint64_t *off, uint32_t *len) WS_MUST_USE;
+/* HAVE "p" to n for each chunk of srel we are fetching from origin now,
+ * once both BITFIELDs went (n said "live"): the chunks whose fetch began
+ * before n was there. */
+void peer_srel_live_haves(peer_srel_t *srel, peer_nbr_t *n);
+/* A chunk we do not hold yet but are fetching from origin right now (a
+ * manifest with chunk hashes): 0 with *file (a new reference), *j, a dup of
+ * the partial's fd in *fd and the chunk's place in the file; else
+ * WS_ENOTFOUND or an error. fd NULL: only whether (nothing taken). */
+int peer_srel_chunk_live(peer_srel_t *srel, uint32_t g, peer_file_t **file,
+                         uint32_t *j, int *fd, uint64_t *off,
+                         uint32_t *len) WS_MUST_USE;
 
 #endif

@@ -87,6 +87,12 @@ int peer_swarm_origin_next(peer_swarm_t *s, peer_file_t **file, uint32_t *j);
  * neighbours and tracker when the manifest has chunk hashes. */
 void peer_swarm_chunk_done(peer_swarm_t *s, peer_file_t *file, uint32_t j,
                            peer_source_t src);
+/* The origin started fetching chunk j of file: neighbours that lack it hear
+ * a HAVE with "p" (they may ask for it now and get it as it arrives). */
+void peer_swarm_chunk_live(peer_swarm_t *s, peer_file_t *file, uint32_t j);
+/* More of chunk j of file is written, or its origin fetch ended (verified
+ * or failed): uploads streaming it as it arrives move on. */
+void peer_swarm_chunk_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j);
 /* file is a verified blob: whole-file manifests announce its chunks now. */
 void peer_swarm_file_complete(peer_swarm_t *s, peer_file_t *file);
 /* Chunks or neighbours changed: refill request pipelines. */

@@ -19,17 +19,22 @@ static int mp_digest(const msgpack_object *map, uint8_t *d) {
 int ws_peer_encode(const ws_msg_t *m, msgpack_packer *pk) {
   switch (m->type) {
   case WS_MSG_HAVE:
-    return msgpack_pack_map(pk, 2) | pk_digest(pk, m->u.have.digest) |
-           ws_pk_kv_uint(pk, "c", m->u.have.chunk);
+    /* "p" only when set: a plain HAVE is the same bytes as before it. */
+    return msgpack_pack_map(pk, m->u.have.live ? 3 : 2) |
+           pk_digest(pk, m->u.have.digest) |
+           ws_pk_kv_uint(pk, "c", m->u.have.chunk) |
+           (m->u.have.live ? ws_pk_kv_bool(pk, "p", true) : 0);
   case WS_MSG_BITFIELD: {
     const ws_bitfield_msg_t *b = &m->u.bitfield;
     if (b->total_chunks == 0 || b->total_chunks > WS_MAX_TOTAL_CHUNKS ||
         b->bits == NULL)
       return WS_EUSAGE;
-    return msgpack_pack_map(pk, 3) | pk_digest(pk, b->digest) |
+    /* "live" only when set: a peer that predates it sends the same bytes. */
+    return msgpack_pack_map(pk, b->live ? 4 : 3) | pk_digest(pk, b->digest) |
            ws_pk_kv_uint(pk, "tot", b->total_chunks) |
            ws_pk_kv_bin(pk, "bits", b->bits,
-                        ws_bitfield_nbytes(b->total_chunks));
+                        ws_bitfield_nbytes(b->total_chunks)) |
+           (b->live ? ws_pk_kv_bool(pk, "live", true) : 0);
   }
   case WS_MSG_REQUEST:
   case WS_MSG_CANCEL:
@@ -37,9 +42,13 @@ int ws_peer_encode(const ws_msg_t *m, msgpack_packer *pk) {
            ws_pk_kv_uint(pk, "c", m->u.request.chunk) |
            ws_pk_kv_uint(pk, "id", m->u.request.req_id);
   case WS_MSG_CHUNK:
-    return msgpack_pack_map(pk, 3) | pk_digest(pk, m->u.chunk.digest) |
+    if (m->u.chunk.piece && m->u.chunk.off >= WS_MAX_PAYLOAD)
+      return WS_EUSAGE;
+    return msgpack_pack_map(pk, m->u.chunk.piece ? 4 : 3) |
+           pk_digest(pk, m->u.chunk.digest) |
            ws_pk_kv_uint(pk, "c", m->u.chunk.chunk) |
-           ws_pk_kv_uint(pk, "id", m->u.chunk.req_id);
+           ws_pk_kv_uint(pk, "id", m->u.chunk.req_id) |
+           (m->u.chunk.piece ? ws_pk_kv_uint(pk, "o", m->u.chunk.off) : 0);
   case WS_MSG_REJECT:
     return msgpack_pack_map(pk, 5) | pk_digest(pk, m->u.reject.digest) |
            ws_pk_kv_uint(pk, "c", m->u.reject.chunk) |
@@ -64,7 +73,8 @@ static int bitfield_decode(const msgpack_object *map, ws_bitfield_msg_t *b) {
   if ((rc = mp_digest(map, b->digest)) < 0 ||
       (rc = ws_mp_u32(map, "tot", true, WS_MAX_TOTAL_CHUNKS,
                       &b->total_chunks)) < 0 ||
-      (rc = ws_mp_bin(map, "bits", true, &bits, &n)) < 0)
+      (rc = ws_mp_bin(map, "bits", true, &bits, &n)) < 0 ||
+      (rc = ws_mp_bool(map, "live", false, &b->live)) < 0)
     return rc;
   if (b->total_chunks == 0)
     return WS_EBADMSG;
@@ -91,9 +101,10 @@ int ws_peer_decode(uint8_t type, const msgpack_object *map,
 
   switch (type) {
   case WS_MSG_HAVE:
-    if ((rc = mp_digest(map, m->u.have.digest)) < 0)
+    if ((rc = mp_digest(map, m->u.have.digest)) < 0 ||
+        (rc = ws_mp_u32(map, "c", true, UINT32_MAX, &m->u.have.chunk)) < 0)
       return rc;
-    return ws_mp_u32(map, "c", true, UINT32_MAX, &m->u.have.chunk);
+    return ws_mp_bool(map, "p", false, &m->u.have.live);
   case WS_MSG_BITFIELD:
     return bitfield_decode(map, &m->u.bitfield);
   case WS_MSG_REQUEST:
@@ -104,8 +115,12 @@ int ws_peer_decode(uint8_t type, const msgpack_object *map,
       return WS_EBADMSG;
     if ((rc = mp_digest(map, m->u.chunk.digest)) < 0 ||
         (rc = ws_mp_u32(map, "c", true, UINT32_MAX, &m->u.chunk.chunk)) < 0 ||
-        (rc = ws_mp_u32(map, "id", false, UINT32_MAX, &m->u.chunk.req_id)) < 0)
+        (rc = ws_mp_u32(map, "id", false, UINT32_MAX, &m->u.chunk.req_id)) <
+            0 ||
+        (rc = ws_mp_u32(map, "o", false, WS_MAX_PAYLOAD - 1, &m->u.chunk.off)) <
+            0)
       return rc;
+    m->u.chunk.piece = ws_mp_find(map, "o") != NULL;
     m->u.chunk.len = payload_len;
     return 0;
   case WS_MSG_REJECT:

@@ -237,12 +237,14 @@ typedef struct { /* LEASE_RENEW and LEASE_RELEASE */
 typedef struct {
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t chunk;
+  bool live; /* "p": being fetched from origin, served as it arrives */
 } ws_have_t;
 
 typedef struct {
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t total_chunks; /* 1..WS_MAX_TOTAL_CHUNKS */
   uint8_t *bits;         /* ws_bitfield_nbytes(total_chunks) bytes */
+  bool live; /* "live": the sender takes HAVE "p" and CHUNK pieces */
 } ws_bitfield_msg_t;
 
 typedef struct { /* REQUEST and CANCEL */
@@ -256,6 +258,8 @@ typedef struct {
   uint32_t chunk;
   uint32_t req_id;
   uint32_t len; /* == frame payload_len, 1..WS_MAX_PAYLOAD */
+  bool piece;   /* "o" present: the payload is bytes off.. of the chunk */
+  uint32_t off; /* piece: offset in the chunk (< WS_MAX_PAYLOAD) */
 } ws_chunk_t;
 
 typedef struct {

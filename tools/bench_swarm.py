@@ -239,10 +239,12 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         machine = {"busy": round((ticks1[0] - ticks0[0]) / span, 3),
                    "steal": round((ticks1[1] - ticks0[1]) / span, 3)}
         # Counters that explain a slow run: requests a neighbour refused,
-        # duplicate chunks thrown away, connections closed on a bad receive.
+        # duplicate chunks thrown away, connections closed on a bad receive;
+        # and how many uploads began while the chunk still came from S3.
         events = {k: int(sum(p.metric("ws_p2pd_" + k) for p in peers)) for k in
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
-                   "peer_receive_errors_total", "chunks_failed_total")}
+                   "peer_receive_errors_total", "chunks_failed_total",
+                   "peer_chunks_served_total", "peer_chunks_served_live_total")}
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
         rss = max(peak_rss_kib(p.proc.pid) for p in peers)
         verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]

@@ -206,3 +206,52 @@ def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
         if c is not None:
             c.close()
         p.stop()
+
+
+def test_neighbour_silent_on_manifest_does_not_stall_the_release(rgw, s3env, tmp_path):
+    """A neighbour announces the release (BITFIELD) and then never answers
+    the MANIFEST_REQ p2pd sends it. p2pd used to wait for that answer for
+    as long as the connection lived; now it gives up on the neighbour after
+    PEER_MANIFEST_ASK_MS (5 s) and reads the manifest from S3."""
+    src = tmp_path / "rel"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(os.urandom(3 * MiB))
+    r = subprocess.run([binary("tools/p2pctl"), "publish", str(src),
+                        f"s3://{rgw.bucket()}/m/silent/", "--json",
+                        "--chunk-size", str(MiB)],
+                       env=s3env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    pub = json.loads(r.stdout.strip().splitlines()[-1])
+    dig = bytes.fromhex(pub["digest"][len("sha256-"):])
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    port = ws.free_port()
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
+                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    c = None
+    try:
+        c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id="silent")
+        assert c.handshake()
+        c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": 3, "bits": bytes(1)})
+        t0 = time.time()
+        out = []
+        th = threading.Thread(target=lambda: out.append(p.ctl("prefetch", pub["uri"], "--wait")))
+        th.start()
+        asked = False
+        c.s.settimeout(0.5)
+        while th.is_alive() and time.time() - t0 < 60:
+            try:
+                t, _, _ = c.read_frame()
+            except TimeoutError:
+                continue
+            asked |= t == wsproto.T["MANIFEST_REQ"]  # and never answered
+        th.join(60)
+        took = time.time() - t0
+        assert asked
+        assert out and out[0].returncode == 0, (out, p.tail())
+        assert 4 <= took <= 30, took  # gave up on it after the ask timeout
+        ok, bad = ws.tree_equal(str(src), os.path.join(p.cache, "releases", pub["digest"]))
+        assert ok, bad
+    finally:
+        if c is not None:
+            c.close()
+        p.stop()

@@ -1,19 +1,23 @@
 """A TCP proxy in front of the S3 server that corrupts exactly one byte of
-one ranged (206) response body, then forwards everything faithfully.
+one ranged (206) response body (unless flip_at is None) and can slow every
+response down to rate bytes per second per connection; otherwise it
+forwards faithfully.
 
 Used to prove that a chunk whose bytes were altered in flight is refetched
-and that nothing corrupt is published. Runs in a thread; .flipped tells
-whether it has struck yet.
+and that nothing corrupt is published, and to watch a chunk while it is
+still arriving. Runs in threads; .flipped tells whether it has struck yet.
 """
 import re
 import socket
 import threading
+import time
 
 
 class FlipProxy:
-    def __init__(self, upstream_host, upstream_port, flip_at=4096):
+    def __init__(self, upstream_host, upstream_port, flip_at=4096, rate=None):
         self.up = (upstream_host, upstream_port)
         self.flip_at = flip_at
+        self.rate = rate
         self.flipped = 0
         self.lock = threading.Lock()
         self.ls = socket.socket()
@@ -73,7 +77,7 @@ class FlipProxy:
                         continue
                     n = min(body_left, len(data))
                     piece = bytearray(data[:n])
-                    pos = self.flip_at - body_pos
+                    pos = self.flip_at - body_pos if self.flip_at is not None else -1
                     if is_206 and 0 <= pos < n:
                         with self.lock:
                             if not self.flipped:
@@ -85,6 +89,8 @@ class FlipProxy:
                     data = data[n:]
                 if out:
                     dst.sendall(bytes(out))
+                    if self.rate:
+                        time.sleep(len(out) / self.rate)
         except OSError:
             pass
         finally:

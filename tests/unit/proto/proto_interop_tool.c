@@ -89,6 +89,8 @@ static void print_msg(const ws_msg_t *m) {
   case WS_MSG_HAVE:
     hex("d", m->u.have.digest, 32);
     printf(" c=%u", m->u.have.chunk);
+    if (m->u.have.live)
+      printf(" p=1");
     break;
   case WS_MSG_BITFIELD:
     hex("d", m->u.bitfield.digest, 32);
@@ -105,6 +107,8 @@ static void print_msg(const ws_msg_t *m) {
     hex("d", m->u.chunk.digest, 32);
     printf(" c=%u id=%u len=%u", m->u.chunk.chunk, m->u.chunk.req_id,
            m->u.chunk.len);
+    if (m->u.chunk.piece)
+      printf(" o=%u", m->u.chunk.off);
     break;
   case WS_MSG_REJECT:
     hex("d", m->u.reject.digest, 32);

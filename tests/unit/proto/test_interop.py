@@ -97,12 +97,14 @@ def test_python_frames_decode_in_c(tmp_path):
     stream = b"".join([
         # Keys reordered, wide integer encodings, unknown keys of every kind.
         frame(T["HAVE"], {"zz": [None, 1.5, {"q": b"x"}], "c": 7, "d": d}),
+        frame(T["HAVE"], {"p": True, "c": 8, "d": d}),
         frame(T["REQUEST"], {"id": 2**32 - 1, "d": d, "c": 0}),
         frame(T["HELLO"], {"v": 3, "n": dg(1), "id": "py", "role": 1,
                            "extra": "ignored"}),
         # A newer peer's type, with a payload: reported, skipped.
         frame(200, {"new": True}, payload=b"abc"),
         frame(T["CHUNK"], {"d": d, "c": 1, "id": 9}, payload=b"\x00\xff" * 5),
+        frame(T["CHUNK"], {"o": 65536, "d": d, "c": 1, "id": 9}, payload=b"z"),
         frame(T["ANNOUNCE"], {"d": d, "tot": 20, "role": 0, "want": False,
                               "hd": [0, 19], "ev": 3}),
         frame(T["ANNOUNCE_REPLY"], {"d": d, "iv": 1000,
@@ -120,12 +122,15 @@ def test_python_frames_decode_in_c(tmp_path):
     dh = d.hex()
     assert r.stdout.splitlines() == [
         f"HAVE d={dh} c=7",
+        f"HAVE d={dh} c=8 p=1",
         f"REQUEST d={dh} c=0 id=4294967295",
         f"HELLO v=3 n={dg(1).hex()} id=py port=0 role=1 zone=",
         "SKIP type=200 payload=3",
         " payload=616263",
         f"CHUNK d={dh} c=1 id=9 len=10",
         " payload=00ff00ff00ff00ff00ff",
+        f"CHUNK d={dh} c=1 id=9 len=1 o=65536",
+        " payload=7a",
         f"ANNOUNCE d={dh} tot=20 ev=3 role=0 want=0 port=0 zone= hd=0,19",
         f"ANNOUNCE_REPLY d={dh} iv=1000 peer=a@h:1/ lease={dh} c=5 ttl=9",
         f"BITFIELD d={dh} tot=12 bits=8110",
@@ -142,6 +147,9 @@ def test_python_frames_decode_in_c(tmp_path):
     (frame(T["HAVE"], {"d": dg(1)[:31], "c": 1}), "WS_EBADMSG"),    # short
     (frame(T["HAVE"], {"d": "x" * 32, "c": 1}), "WS_EBADMSG"),      # str
     (frame(T["HAVE"], {"d": dg(1), "c": -1}), "WS_EBADMSG"),
+    (frame(T["HAVE"], {"d": dg(1), "c": 1, "p": 1}), "WS_EBADMSG"),   # not a bool
+    (frame(T["CHUNK"], {"d": dg(1), "c": 1, "o": 2**26}, payload=b"x"),
+     "WS_EBADMSG"),                                                  # o >= 64 MiB
     (frame(T["BITFIELD"], {"d": dg(1), "tot": 12, "bits": b"\x81\x11"}),
      "WS_EBADMSG"),                                                  # spare bit
     (frame(T["ANNOUNCE_REPLY"], {"d": dg(1), "iv": 1,

@@ -236,6 +236,11 @@ static void test_lease_and_peer(void **state) {
   m.u.have.chunk = 4000000000u;
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_memory_equal(&o.u.have, &m.u.have, sizeof(m.u.have));
+  /* "p": a chunk still coming from origin; absent means false. */
+  m.u.have.live = true;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.have.live);
+  assert_int_equal(o.u.have.chunk, 4000000000u);
 
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_BITFIELD;
@@ -245,6 +250,11 @@ static void test_lease_and_peer(void **state) {
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_int_equal(o.u.bitfield.total_chunks, 18);
   assert_memory_equal(o.u.bitfield.bits, bits, 3);
+  assert_false(o.u.bitfield.live);
+  ws_msg_free(&o);
+  m.u.bitfield.live = true;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.bitfield.live);
   ws_msg_free(&o);
 
   for (int t = 0; t < 2; t++) {
@@ -265,6 +275,20 @@ static void test_lease_and_peer(void **state) {
   m.u.chunk.len = 16u << 20;
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_memory_equal(&o.u.chunk, &m.u.chunk, sizeof(m.u.chunk));
+  /* A piece ("o"), also at offset 0; an offset past any chunk is refused. */
+  m.u.chunk.piece = true;
+  m.u.chunk.off = 0;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.chunk.piece);
+  assert_int_equal(o.u.chunk.off, 0);
+  m.u.chunk.off = (16u << 20) - 1;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.chunk.piece);
+  assert_int_equal(o.u.chunk.off, (16u << 20) - 1);
+  m.u.chunk.off = WS_MAX_PAYLOAD;
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.chunk.piece = false;
+  m.u.chunk.off = 0;
   m.u.chunk.len = 0;
   assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
   m.u.chunk.len = WS_MAX_PAYLOAD + 1;
