@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest

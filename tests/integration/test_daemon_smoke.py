@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 
