@@ -175,10 +175,12 @@ void peer_swarm_chunk_done(peer_swarm_t *s, peer_file_t *file, uint32_t j,
   srel_each_with_file(s, file, srel_have_one, &j);
 }
 
-/* HAVE "p" for global chunk g to the neighbours that lack it. */
-static void srel_live_one(peer_srel_t *srel, uint32_t first, void *arg) {
-  uint32_t g = first + *(const uint32_t *)arg;
-  if (g >= srel->total || ws_bitfield_test(&srel->have, g))
+/* HAVE "p" for global chunk g to n, when n takes them and lacks g. */
+static void srel_send_live(peer_srel_t *srel, peer_nbr_t *n, uint32_t g) {
+  peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
+  if (n->state != PEER_NBR_READY || r == NULL || !r->sent_ours || !r->live_ok ||
+      g >= srel->total || ws_bitfield_test(&srel->have, g) ||
+      (g < r->have.nbits && ws_bitfield_test(&r->have, g)))
     return;
   ws_msg_t m;
   memset(&m, 0, sizeof(m));
@@ -186,38 +188,26 @@ static void srel_live_one(peer_srel_t *srel, uint32_t first, void *arg) {
   memcpy(m.u.have.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
   m.u.have.chunk = g;
   m.u.have.live = true;
-  for (peer_nbr_t *n = srel->s->nbrs; n != NULL; n = n->next) {
-    peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
-    if (n->state == PEER_NBR_READY && r != NULL && r->sent_ours && r->live_ok &&
-        !(g < r->have.nbits && ws_bitfield_test(&r->have, g)))
-      (void)peer_nbr_send(n, &m); /* a full queue drops one HAVE */
-  }
+  (void)peer_nbr_send(n, &m); /* a full queue drops one HAVE */
+}
+
+static void srel_live_one(peer_srel_t *srel, uint32_t first, void *arg) {
+  for (peer_nbr_t *n = srel->s->nbrs; n != NULL; n = n->next)
+    srel_send_live(srel, n, first + *(const uint32_t *)arg);
 }
 
 void peer_srel_live_haves(peer_srel_t *srel, peer_nbr_t *n) {
   peer_file_t *files[PEER_ORIGIN_LIST_MAX];
   uint32_t js[PEER_ORIGIN_LIST_MAX];
-  peer_nbr_rel_t *r = peer_nbr_rel_find(n, srel->digest.b);
-  if (srel->state != PEER_SREL_FETCHING || srel->rel->files == NULL ||
-      r == NULL || !r->live_ok || !r->sent_ours)
+  if (srel->state != PEER_SREL_FETCHING || srel->rel->files == NULL)
     return;
   unsigned k =
       peer_origin_list(srel->s->d->origin, files, js, PEER_ORIGIN_LIST_MAX);
   for (unsigned i = 0; i < k; i++) {
     for (uint32_t f = 0; f < srel->rel->nfiles; f++) {
-      if (srel->rel->files[f] != files[i] || files[i]->mf.chunks == NULL)
-        continue;
-      uint32_t g = (uint32_t)srel->m->files[f].first_chunk + js[i];
-      if (g >= srel->total || ws_bitfield_test(&srel->have, g) ||
-          (g < r->have.nbits && ws_bitfield_test(&r->have, g)))
-        continue;
-      ws_msg_t m;
-      memset(&m, 0, sizeof(m));
-      m.type = WS_MSG_HAVE;
-      memcpy(m.u.have.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
-      m.u.have.chunk = g;
-      m.u.have.live = true;
-      (void)peer_nbr_send(n, &m);
+      if (srel->rel->files[f] == files[i] && files[i]->mf.chunks != NULL)
+        srel_send_live(srel, n,
+                       (uint32_t)srel->m->files[f].first_chunk + js[i]);
     }
   }
 }

@@ -109,6 +109,21 @@ class Net:
                  % (self.n, PFX), capture_output=True, text=True)
         return [int(v) for v in out.stdout.split()]
 
+    TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts")
+
+    def tcp_counters(self):
+        """Retransmitted segments and retransmission timeouts, summed over
+        the S3 host's and every host's namespace (since each was made)."""
+        tot = dict.fromkeys(self.TCP_COUNTERS, 0)
+        for name in ["s3"] + [f"h{i}" for i in range(1, self.n + 1)]:
+            out = sh("ip", "netns", "exec", f"{PFX}-{name}", "nstat", "-asz",
+                     *self.TCP_COUNTERS, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if len(f) >= 2 and f[0] in tot:
+                    tot[f[0]] += int(f[1])
+        return tot
+
     def tx_bytes(self, name):
         out = sh("ip", "netns", "exec", f"{PFX}-{name}", "cat",
                  "/sys/class/net/eth0/statistics/tx_bytes", capture_output=True, text=True)
@@ -197,6 +212,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     trk = None
     s3_before = net.tx_bytes("s3")
     rx_before = net.host_rx_bytes()
+    tcp_before = net.tcp_counters()
     try:
         if mode == "swarm":
             trk = subprocess.Popen(
@@ -245,6 +261,9 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
                    "peer_receive_errors_total", "chunks_failed_total",
                    "peer_chunks_served_total", "peer_chunks_served_live_total")}
+        # TCP's own trouble on the shaped links: segments sent again and
+        # retransmission timeouts (a connection silent for >= 200 ms).
+        events.update({k: v - tcp_before[k] for k, v in net.tcp_counters().items()})
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
         rss = max(peak_rss_kib(p.proc.pid) for p in peers)
         verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]
