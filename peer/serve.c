@@ -210,6 +210,21 @@ static void up_read_cb(uv_fs_t *fs) {
   up_pump(up);
 }
 
+/* The CHUNK frame for len bytes from off: the whole chunk, or one piece of
+ * it (pieces). peer_nbr_send's result. */
+static int up_send_header(peer_up_t *up, uint32_t off, uint32_t len) {
+  ws_msg_t m;
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_CHUNK;
+  memcpy(m.u.chunk.digest, up->digest, WS_PROTO_DIGEST_LEN);
+  m.u.chunk.chunk = up->g;
+  m.u.chunk.req_id = up->req_id;
+  m.u.chunk.len = len;
+  m.u.chunk.piece = up->pieces;
+  m.u.chunk.off = off;
+  return peer_nbr_send(up->n, &m);
+}
+
 /* Hands filled buffers to the socket in chunk order (reads may complete
  * out of order). */
 static void up_send_filled(peer_up_t *up) {
@@ -222,16 +237,7 @@ static void up_send_filled(peer_up_t *up) {
     if (b == NULL || up->n == NULL || up->status != 0)
       return;
     if (up->pieces) {
-      ws_msg_t m;
-      memset(&m, 0, sizeof(m));
-      m.type = WS_MSG_CHUNK;
-      memcpy(m.u.chunk.digest, up->digest, WS_PROTO_DIGEST_LEN);
-      m.u.chunk.chunk = up->g;
-      m.u.chunk.req_id = up->req_id;
-      m.u.chunk.len = b->len;
-      m.u.chunk.piece = true;
-      m.u.chunk.off = b->pos;
-      int rc = peer_nbr_send(up->n, &m);
+      int rc = up_send_header(up, b->pos, b->len);
       if (rc == WS_ELIMIT)
         return; /* on_drain -> peer_serve_next -> here */
       if (rc != 0) {
@@ -292,14 +298,7 @@ static void up_pump(peer_up_t *up) {
     return;
   }
   if (!up->header_sent && !up->pieces) {
-    ws_msg_t m;
-    memset(&m, 0, sizeof(m));
-    m.type = WS_MSG_CHUNK;
-    memcpy(m.u.chunk.digest, up->digest, WS_PROTO_DIGEST_LEN);
-    m.u.chunk.chunk = up->g;
-    m.u.chunk.req_id = up->req_id;
-    m.u.chunk.len = up->len;
-    int rc = peer_nbr_send(n, &m);
+    int rc = up_send_header(up, 0, up->len);
     if (rc == WS_ELIMIT)
       return; /* on_drain -> peer_serve_next -> here */
     if (rc != 0) {

@@ -142,6 +142,22 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
         trk.stop()
 
 
+def target_and_neighbour(tmp_path, s3env, node_id):
+    """A p2pd listening on loopback (no tracker) and a Python neighbour
+    connected to it and authenticated: (p2pd, wsproto.Conn)."""
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    port = ws.free_port()
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
+                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    try:
+        c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id=node_id)
+        assert c.handshake()
+    except BaseException:
+        p.stop()
+        raise
+    return p, c
+
+
 def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
     """A neighbour that answers a REQUEST with REJECT "not held" for a chunk
     its BITFIELD listed may be wrong or passing. p2pd used to forget that
@@ -157,14 +173,8 @@ def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
     mpath, d = seed_manifest(str(rel), tmp_path, 1 * MiB)
     dig = bytes.fromhex(d[len("sha256-"):])
     tot = 5
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    port = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
-                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
-    c = None
+    p, c = target_and_neighbour(tmp_path, s3env, "server")
     try:
-        c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id="server")
-        assert c.handshake()
         c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": tot, "bits": bytes([0xF8])})
         # The prefetch answers once it has the manifest, which we serve below.
         prefetch = []
@@ -203,8 +213,7 @@ def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
         ok, bad = ws.tree_equal(str(rel), os.path.join(p.cache, "releases", d))
         assert ok, bad
     finally:
-        if c is not None:
-            c.close()
+        c.close()
         p.stop()
 
 
@@ -223,14 +232,8 @@ def test_neighbour_silent_on_manifest_does_not_stall_the_release(rgw, s3env, tmp
     assert r.returncode == 0, r.stderr
     pub = json.loads(r.stdout.strip().splitlines()[-1])
     dig = bytes.fromhex(pub["digest"][len("sha256-"):])
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    port = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
-                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
-    c = None
+    p, c = target_and_neighbour(tmp_path, s3env, "silent")
     try:
-        c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id="silent")
-        assert c.handshake()
         c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": 3, "bits": bytes(1)})
         t0 = time.time()
         out = []
@@ -252,6 +255,5 @@ def test_neighbour_silent_on_manifest_does_not_stall_the_release(rgw, s3env, tmp
         ok, bad = ws.tree_equal(str(src), os.path.join(p.cache, "releases", pub["digest"]))
         assert ok, bad
     finally:
-        if c is not None:
-            c.close()
+        c.close()
         p.stop()
