@@ -34,7 +34,9 @@ static void metrics_put(metrics_out_t *o, const char *fmt, ...) {
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    /* The first call has no buffer yet: vsnprintf(NULL, 0) only counts. */
+    int n = vsnprintf(o->buf != NULL ? o->buf + o->len : NULL, o->cap - o->len,
+                      fmt, ap);
     va_end(ap);
     if (n < 0) {
       o->oom = 1;
