@@ -122,7 +122,8 @@ void peer_nbr_send_bitfield(peer_nbr_t *n, peer_srel_t *srel) {
   memcpy(m.u.bitfield.digest, srel->digest.b, WS_PROTO_DIGEST_LEN);
   m.u.bitfield.total_chunks = srel->total;
   m.u.bitfield.bits = srel->have.bits;
-  m.u.bitfield.live = true; /* we take HAVE "p" and CHUNK pieces */
+  m.u.bitfield.live = true; /* we take HAVE "p" and CHUNK pieces, */
+  m.u.bitfield.mux = true;  /* of WS_MUX_MAX chunks at once */
   if (peer_nbr_send(n, &m) == 0 && r != NULL) {
     r->sent_ours = true;
     peer_srel_live_haves(srel, n);
@@ -241,12 +242,16 @@ static void nbr_unhide(peer_nbr_t *n, uint64_t now_ms) {
   }
 }
 
-/* Ends the chunk arriving in pieces (status < 0: given up, the chunk goes
+/* Ends a chunk arriving in pieces (status < 0: given up, the chunk goes
  * back to be fetched again). */
-static void nbr_pieces_end(peer_nbr_t *n, int status) {
-  peer_rx_t *rx = n->rx;
-  n->rx = NULL;
-  n->pc.open = false;
+static void nbr_pieces_end(peer_nbr_t *n, peer_pieces_t *pc, int status) {
+  peer_rx_t *rx = pc->rx;
+  pc->rx = NULL;
+  pc->open = false;
+  if (n->pc == pc) {
+    n->pc = NULL;
+    n->rx = NULL;
+  }
   peer_rx_end(rx, status);
 }
 
@@ -272,21 +277,24 @@ static void nbr_hide(peer_nbr_t *n, const uint8_t *digest, uint32_t g) {
 
 void peer_nbr_tick(peer_nbr_t *n, uint64_t now_ms) {
   nbr_unhide(n, now_ms);
-  if (n->pc.open && n->in == PEER_NBR_IN_NONE &&
-      now_ms - n->pc.last_ms > PEER_REQUEST_TIMEOUT_MS) {
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
+    peer_pieces_t *pc = &n->pcs[i];
+    if (!pc->open || (n->in == PEER_NBR_IN_CHUNK && n->pc == pc) ||
+        now_ms - pc->last_ms <= PEER_REQUEST_TIMEOUT_MS)
+      continue;
     /* Its origin fetch stalled: ask elsewhere; later pieces are dropped. */
     WS_LOGW("nbr#%llu %s: chunk %u: no piece in %u ms; asking elsewhere",
-            (unsigned long long)n->id, n->node_id, n->pc.g,
+            (unsigned long long)n->id, n->node_id, pc->g,
             PEER_REQUEST_TIMEOUT_MS);
     ws_msg_t m;
     memset(&m, 0, sizeof(m));
     m.type = WS_MSG_CANCEL;
-    memcpy(m.u.request.digest, n->pc.digest, WS_PROTO_DIGEST_LEN);
-    m.u.request.chunk = n->pc.g;
-    m.u.request.req_id = n->pc.req_id;
+    memcpy(m.u.request.digest, pc->digest, WS_PROTO_DIGEST_LEN);
+    m.u.request.chunk = pc->g;
+    m.u.request.req_id = pc->req_id;
     (void)peer_nbr_send(n, &m);
-    nbr_hide(n, n->pc.digest, n->pc.g);
-    nbr_pieces_end(n, -ETIMEDOUT);
+    nbr_hide(n, pc->digest, pc->g);
+    nbr_pieces_end(n, pc, -ETIMEDOUT);
   }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used &&
@@ -332,6 +340,7 @@ static void nbr_on_bitfield(peer_nbr_t *n, const ws_bitfield_msg_t *b) {
   ws_bitfield_free(&r->have);
   r->have = bf;
   r->live_ok = b->live;
+  r->mux_ok = b->live && b->mux;
   r->nlive = r->live_next = 0;
   r->nhidden = 0; /* its new word on every chunk */
   if (srel != NULL && srel->state != PEER_SREL_RESOLVING) {
@@ -363,18 +372,33 @@ static void nbr_on_have(peer_nbr_t *n, const ws_have_t *h) {
     peer_picker_fill(n);
 }
 
-/* The chunk arriving in pieces is (c, id) of digest. */
-static int nbr_pieces_match(const peer_nbr_t *n, const uint8_t *digest,
-                            uint32_t g, uint32_t req_id) {
-  return n->pc.open && n->pc.g == g && n->pc.req_id == req_id &&
-         memcmp(n->pc.digest, digest, WS_PROTO_DIGEST_LEN) == 0;
+/* The chunk (c, id) of digest arriving in pieces, or NULL. */
+static peer_pieces_t *nbr_pieces_find(peer_nbr_t *n, const uint8_t *digest,
+                                      uint32_t g, uint32_t req_id) {
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
+    peer_pieces_t *pc = &n->pcs[i];
+    if (pc->open && pc->g == g && pc->req_id == req_id &&
+        memcmp(pc->digest, digest, WS_PROTO_DIGEST_LEN) == 0)
+      return pc;
+  }
+  return NULL;
+}
+
+static peer_pieces_t *nbr_pieces_free(peer_nbr_t *n) {
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
+    if (!n->pcs[i].open)
+      return &n->pcs[i];
+  }
+  return NULL;
 }
 
 static void nbr_on_reject(peer_nbr_t *n, const ws_reject_t *rj) {
-  if (nbr_pieces_match(n, rj->digest, rj->chunk, rj->req_id)) {
-    /* Its origin fetch of a chunk it was sending as it arrived failed. */
+  peer_pieces_t *pc = nbr_pieces_find(n, rj->digest, rj->chunk, rj->req_id);
+  if (pc != NULL) {
+    /* It could not finish sending a chunk in pieces: its origin fetch of it
+     * failed, or reading it did. */
     nbr_hide(n, rj->digest, rj->chunk);
-    nbr_pieces_end(n, WS_ECANCELED);
+    nbr_pieces_end(n, pc, WS_ECANCELED);
     peer_swarm_kick(n->s);
     return;
   }
@@ -394,39 +418,46 @@ static void nbr_on_reject(peer_nbr_t *n, const ws_reject_t *rj) {
   peer_swarm_kick(n->s); /* other holders may take it */
 }
 
-/* The next piece of the chunk arriving in pieces; anything else is out of
- * turn (one upload at a time per connection). */
-static void nbr_on_piece(peer_nbr_t *n, const ws_chunk_t *ch) {
-  if (!ch->piece || !nbr_pieces_match(n, ch->digest, ch->chunk, ch->req_id) ||
-      ch->off != n->pc.got || ch->len > n->pc.len - n->pc.got) {
-    WS_LOGW("nbr#%llu %s: CHUNK %u (offset %u) while chunk %u is arriving "
-            "in pieces (%u bytes so far)",
-            (unsigned long long)n->id, n->node_id, ch->chunk, ch->off, n->pc.g,
-            n->pc.got);
-    n->in = PEER_NBR_IN_DISCARD;
-    peer_nbr_close(n, WS_BYE_PROTOCOL);
-    return;
-  }
-  n->pc.last_ms = uv_now(&n->s->d->loop);
-  n->in = PEER_NBR_IN_CHUNK;
+/* No payload byte is read before a buffer is there for it: the pool may
+ * be empty while chunks of other neighbours are being written. */
+static void nbr_rx_reserve(peer_nbr_t *n) {
   if (peer_rx_reserve(n->rx) == 1) {
     n->read_paused_pool = true;
     wire_conn_read_pause(n->c);
   }
 }
 
+/* A later piece of a chunk arriving in pieces: in order, within it. Pieces
+ * of other chunks may come between (at most WS_MUX_MAX open at once). */
+static void nbr_on_piece(peer_nbr_t *n, const ws_chunk_t *ch) {
+  peer_pieces_t *pc = nbr_pieces_find(n, ch->digest, ch->chunk, ch->req_id);
+  n->in = PEER_NBR_IN_DISCARD;
+  if (pc == NULL) {
+    /* A chunk given up on (timed out, canceled). */
+    n->s->d->metrics.chunks_discarded++;
+    return;
+  }
+  if (ch->off != pc->got || ch->len > pc->len - pc->got) {
+    WS_LOGW("nbr#%llu %s: CHUNK %u piece at %u+%u, expected one at %u of %u",
+            (unsigned long long)n->id, n->node_id, ch->chunk, ch->off, ch->len,
+            pc->got, pc->len);
+    peer_nbr_close(n, WS_BYE_PROTOCOL);
+    return;
+  }
+  pc->last_ms = uv_now(&n->s->d->loop);
+  n->pc = pc;
+  n->rx = pc->rx;
+  n->in = PEER_NBR_IN_CHUNK;
+  nbr_rx_reserve(n);
+}
+
 static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   peer_swarm_t *s = n->s;
-  if (n->pc.open) {
+  if (ch->piece && ch->off != 0) {
     nbr_on_piece(n, ch);
     return;
   }
   n->in = PEER_NBR_IN_DISCARD;
-  if (ch->piece && ch->off != 0) {
-    /* A later piece of a chunk given up on (timed out, canceled). */
-    s->d->metrics.chunks_discarded++;
-    return;
-  }
   int i = nbr_req_find(n, ch->digest, ch->chunk, ch->req_id);
   if (i < 0) {
     s->d->metrics.chunks_discarded++; /* canceled, timed out or unasked */
@@ -439,6 +470,14 @@ static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   if (ch->piece ? ch->len > clen : ch->len != clen) {
     WS_LOGW("nbr#%llu %s: CHUNK %u of %u bytes, expected %u",
             (unsigned long long)n->id, n->node_id, ch->chunk, ch->len, clen);
+    peer_nbr_req_drop(n, (uint32_t)i, WS_EPROTO);
+    peer_nbr_close(n, WS_BYE_PROTOCOL);
+    return;
+  }
+  peer_pieces_t *pc = NULL;
+  if (ch->piece && ch->len < clen && (pc = nbr_pieces_free(n)) == NULL) {
+    WS_LOGW("nbr#%llu %s: CHUNK %u: more than %u chunks in pieces at once",
+            (unsigned long long)n->id, n->node_id, ch->chunk, WS_MUX_MAX);
     peer_nbr_req_drop(n, (uint32_t)i, WS_EPROTO);
     peer_nbr_close(n, WS_BYE_PROTOCOL);
     return;
@@ -460,23 +499,21 @@ static void nbr_on_chunk(peer_nbr_t *n, const ws_chunk_t *ch) {
   /* The first sender wins; the endgame duplicates are canceled. */
   peer_nbr_cancel_others(s, n, file, j);
   n->rx = rx;
+  n->pc = pc;
   n->in = PEER_NBR_IN_CHUNK;
-  if (ch->piece && ch->len < clen) {
-    /* Sent as it arrives at the sender: the rest follows in more pieces. */
-    n->pc.open = true;
-    memcpy(n->pc.digest, ch->digest, WS_PROTO_DIGEST_LEN);
-    n->pc.g = ch->chunk;
-    n->pc.req_id = ch->req_id;
-    n->pc.got = 0;
-    n->pc.len = clen;
-    n->pc.last_ms = uv_now(&s->d->loop);
+  if (pc != NULL) {
+    /* The rest follows in more pieces (sent as it arrives at the sender,
+     * or between pieces of other chunks). */
+    pc->open = true;
+    memcpy(pc->digest, ch->digest, WS_PROTO_DIGEST_LEN);
+    pc->g = ch->chunk;
+    pc->req_id = ch->req_id;
+    pc->got = 0;
+    pc->len = clen;
+    pc->last_ms = uv_now(&s->d->loop);
+    pc->rx = rx;
   }
-  /* No payload byte is read before a buffer is there for it: the pool may
-   * be empty while chunks of other neighbours are being written. */
-  if (peer_rx_reserve(rx) == 1) {
-    n->read_paused_pool = true;
-    wire_conn_read_pause(n->c);
-  }
+  nbr_rx_reserve(n);
 }
 
 static void nbr_on_manifest(peer_nbr_t *n, const ws_manifest_msg_t *mm) {
@@ -555,9 +592,11 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
       s->d->metrics.rx_errors++;
       WS_LOGW("nbr#%llu %s: receiving a chunk: %s; closing",
               (unsigned long long)n->id, n->node_id, ws_strerror(rc));
-      peer_rx_end(n->rx, rc);
+      if (n->pc != NULL)
+        nbr_pieces_end(n, n->pc, rc);
+      else
+        peer_rx_end(n->rx, rc);
       n->rx = NULL;
-      n->pc.open = false;
       n->in = PEER_NBR_IN_DISCARD;
       peer_nbr_close(n, WS_BYE_PROTOCOL);
       return;
@@ -572,14 +611,22 @@ static void nbr_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
       wire_conn_read_pause(c);
       peer_nbr_timer_arm(n, ms);
     }
-    if (n->pc.open)
-      n->pc.got += (uint32_t)len;
-    if (last && n->pc.open && n->pc.got < n->pc.len) {
-      n->in = PEER_NBR_IN_NONE; /* rx waits for the next piece */
+    peer_pieces_t *pc = n->pc;
+    if (pc != NULL)
+      pc->got += (uint32_t)len;
+    if (last && pc != NULL && pc->got < pc->len) {
+      /* pc->rx waits for the next piece */
+      n->in = PEER_NBR_IN_NONE;
+      n->rx = NULL;
+      n->pc = NULL;
     } else if (last) {
       peer_rx_t *rx = n->rx;
       n->rx = NULL;
-      n->pc.open = false;
+      n->pc = NULL;
+      if (pc != NULL) {
+        pc->open = false;
+        pc->rx = NULL;
+      }
       n->in = PEER_NBR_IN_NONE;
       peer_rx_end(rx, 0);
       peer_picker_fill(n);
@@ -696,11 +743,14 @@ static void nbr_on_close(wire_conn_t *c, int status) {
   else if (status == WS_EAUTH)
     WS_LOGW("nbr#%llu %s: handshake failed (wrong cluster key?)",
             (unsigned long long)n->id, n->host);
-  if (n->rx != NULL) {
+  if (n->rx != NULL && n->pc == NULL) {
     peer_rx_t *rx = n->rx;
     n->rx = NULL;
-    n->pc.open = false;
     peer_rx_end(rx, WS_ECANCELED);
+  }
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
+    if (n->pcs[i].open)
+      nbr_pieces_end(n, &n->pcs[i], WS_ECANCELED);
   }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used)

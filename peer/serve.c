@@ -5,7 +5,13 @@
  * Each neighbour has a queue of at most PEER_SERVE_QUEUE_MAX requests and
  * one upload streaming at a time (wire_conn carries one payload at a time);
  * uploads over all neighbours are capped at PEER_UPLOADS_MAX, beyond which
- * requests get REJECT busy with a retry time. An upload reads its chunk in
+ * requests get REJECT busy with a retry time. To a neighbour whose BITFIELD
+ * said "mux", every chunk goes as CHUNK pieces, and up to WS_MUX_MAX
+ * uploads stream at once, their pieces interleaved: at most one of a chunk
+ * we hold (they go one after the other, each at the link's pace) and the
+ * rest of chunks still arriving from S3, so a chunk that started arriving
+ * while another was being sent moves on as its bytes come, not once the
+ * other is done. An upload reads its chunk in
  * PEER_SERVE_PIECE_BYTES pieces with uv_fs_read into PEER_SERVE_BUFS
  * buffers of its own and hands each to wire_conn_send_raw; a buffer is read
  * again only when the socket took it, so an upload never holds more than
@@ -64,7 +70,8 @@ struct peer_up_s {
   peer_file_t *file; /* live: reference held; else NULL */
   uint32_t j;        /* live: chunk in file */
   bool live;         /* not verified here yet: send what has arrived */
-  bool pieces;       /* started live: every buffer goes as a CHUNK piece */
+  bool pieces;       /* every buffer goes as a CHUNK piece (live or mux) */
+  bool was_live;     /* started live (counted as served live) */
   bool rejected;     /* pieces: our REJECT ended it */
   int fd;
   uint64_t off; /* chunk's first byte in the file */
@@ -81,6 +88,29 @@ struct peer_up_s {
 };
 
 static void up_pump(peer_up_t *up);
+
+static void serve_unlink(peer_nbr_t *n, peer_up_t *up) {
+  for (uint32_t i = 0; i < n->nups; i++) {
+    if (n->ups[i] != up)
+      continue;
+    memmove(&n->ups[i], &n->ups[i + 1], (n->nups - i - 1) * sizeof(n->ups[0]));
+    n->nups--;
+    return;
+  }
+}
+
+/* Pumps n's uploads whose chunk is (file, j), or all when file is NULL. An
+ * upload may end (and leave n->ups) inside up_pump. */
+static void serve_pump(peer_nbr_t *n, const peer_file_t *file, uint32_t j) {
+  uint32_t i = 0;
+  while (i < n->nups) {
+    peer_up_t *up = n->ups[i];
+    if (file == NULL || (up->live && up->file == file && up->j == j))
+      up_pump(up);
+    if (i < n->nups && n->ups[i] == up)
+      i++;
+  }
+}
 
 static void up_set_state(peer_up_t *up, up_state_t to) {
   static const uint8_t legal[UP_STATE_LAST][UP_STATE_LAST] = {
@@ -139,10 +169,10 @@ static void up_maybe_end(peer_up_t *up) {
   s->uploads--;
   if (up->status == 0 && up->sent == up->len) {
     s->d->metrics.chunks_served++;
-    s->d->metrics.served_live += up->pieces;
+    s->d->metrics.served_live += up->was_live;
   }
   if (n != NULL) {
-    n->up = NULL;
+    serve_unlink(n, up);
     up->n = NULL;
   }
   up->close_fs.data = up;
@@ -365,6 +395,12 @@ static void up_open_after(void *arg, int status) {
   up_pump(up);
 }
 
+/* 1 when n takes the chunks of release digest in interleaved pieces. */
+static bool serve_mux(peer_nbr_t *n, const uint8_t *digest) {
+  peer_nbr_rel_t *r = peer_nbr_rel_find(n, digest);
+  return r != NULL && r->mux_ok;
+}
+
 /* 1 when we hold chunk g of srel, or are fetching it from S3 now and n
  * takes chunks in pieces. */
 static int serve_can(peer_nbr_t *n, peer_srel_t *srel, uint32_t g) {
@@ -411,8 +447,10 @@ static void serve_start_chunk(peer_nbr_t *n, const ws_request_t *r) {
   } else {
     rc = peer_srel_chunk_live(srel, r->chunk, &up->file, &up->j, &up->fd,
                               &up->off, &up->len);
-    up->live = up->pieces = rc == 0;
+    up->live = up->was_live = up->pieces = rc == 0;
   }
+  if (serve_mux(n, r->digest))
+    up->pieces = true;
   s->up_alive++;
   if (rc < 0) {
     up_free(up);
@@ -420,7 +458,8 @@ static void serve_start_chunk(peer_nbr_t *n, const ws_request_t *r) {
     return;
   }
   up->n = n;
-  n->up = up;
+  assert(n->nups < WS_MUX_MAX);
+  n->ups[n->nups++] = up;
   s->uploads++;
   up->state = UP_OPENING;
   if (rc == 0) {
@@ -514,13 +553,14 @@ void peer_serve_request(peer_nbr_t *n, uint8_t type, const ws_request_t *r) {
 }
 
 void peer_serve_cancel(peer_nbr_t *n, const ws_request_t *r) {
-  peer_up_t *up = n->up;
-  if (up != NULL && up->pieces && up->g == r->chunk &&
-      up->req_id == r->req_id &&
-      memcmp(up->digest, r->digest, WS_PROTO_DIGEST_LEN) == 0) {
-    up_fail(up, WS_ECANCELED); /* the requester gave up on it */
-    up_pump(up);
-    return;
+  for (uint32_t i = 0; i < n->nups; i++) {
+    peer_up_t *up = n->ups[i];
+    if (up->pieces && up->g == r->chunk && up->req_id == r->req_id &&
+        memcmp(up->digest, r->digest, WS_PROTO_DIGEST_LEN) == 0) {
+      up_fail(up, WS_ECANCELED); /* the requester gave up on it */
+      up_pump(up);
+      return;
+    }
   }
   for (uint32_t k = 0; k < n->sq_len; k++) {
     peer_serve_req_t *q = &n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
@@ -537,71 +577,103 @@ void peer_serve_cancel(peer_nbr_t *n, const ws_request_t *r) {
   }
 }
 
-/* Moves the first queued request we can send at full speed (a manifest, a
- * chunk we hold) to the head: a chunk still arriving from S3 goes at the
- * origin's pace and would hold the others back. */
-static void serve_queue_pick(peer_nbr_t *n) {
+/* 1 when request q is a chunk we hold (it goes at full speed; a chunk
+ * still arriving from S3 goes at the origin's pace). */
+static bool serve_held(peer_nbr_t *n, const peer_serve_req_t *q) {
+  peer_srel_t *srel = peer_srel_find(n->s, q->r.digest);
+  return q->type == WS_MSG_REQUEST && srel != NULL &&
+         srel->state != PEER_SREL_RESOLVING && q->r.chunk < srel->total &&
+         ws_bitfield_test(&srel->have, q->r.chunk);
+}
+
+/* The queued request to start now, or -1. With nothing streaming: the first
+ * manifest or held chunk, else the first request (it would hold the others
+ * back). Beside uploads to a "mux" neighbour: a held chunk when none of
+ * them is one, else a chunk arriving from S3. */
+static int serve_queue_choose(peer_nbr_t *n) {
+  int first_live = -1;
+  bool held_busy = false;
+  if (n->nups == WS_MUX_MAX)
+    return -1;
+  for (uint32_t i = 0; i < n->nups; i++)
+    held_busy |= !n->ups[i]->live;
   for (uint32_t k = 0; k < n->sq_len; k++) {
-    peer_serve_req_t *q = &n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
-    peer_srel_t *srel =
-        q->type == WS_MSG_REQUEST ? peer_srel_find(n->s, q->r.digest) : NULL;
-    if (q->type == WS_MSG_REQUEST &&
-        (srel == NULL || srel->state == PEER_SREL_RESOLVING ||
-         q->r.chunk >= srel->total ||
-         !ws_bitfield_test(&srel->have, q->r.chunk)))
+    const peer_serve_req_t *q = &n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
+    if (n->nups == 0) {
+      if (q->type == WS_MSG_MANIFEST_REQ || serve_held(n, q))
+        return (int)k;
       continue;
-    peer_serve_req_t pick = *q;
-    for (uint32_t m = k; m > 0; m--)
-      n->sq[(n->sq_head + m) % PEER_SERVE_QUEUE_MAX] =
-          n->sq[(n->sq_head + m - 1) % PEER_SERVE_QUEUE_MAX];
-    n->sq[n->sq_head] = pick;
-    return;
+    }
+    if (q->type != WS_MSG_REQUEST || !serve_mux(n, q->r.digest))
+      continue;
+    if (serve_held(n, q)) {
+      if (!held_busy)
+        return (int)k;
+    } else if (first_live < 0) {
+      first_live = (int)k;
+    }
   }
+  return n->nups == 0 ? 0 : first_live;
+}
+
+/* Takes entry k out of n's queue. */
+static peer_serve_req_t serve_queue_take(peer_nbr_t *n, uint32_t k) {
+  peer_serve_req_t q = n->sq[(n->sq_head + k) % PEER_SERVE_QUEUE_MAX];
+  for (uint32_t m = k; m > 0; m--)
+    n->sq[(n->sq_head + m) % PEER_SERVE_QUEUE_MAX] =
+        n->sq[(n->sq_head + m - 1) % PEER_SERVE_QUEUE_MAX];
+  n->sq_head = (n->sq_head + 1) % PEER_SERVE_QUEUE_MAX;
+  n->sq_len--;
+  return q;
 }
 
 void peer_serve_next(peer_nbr_t *n) {
   peer_swarm_t *s = n->s;
-  if (n->state != PEER_NBR_READY || n->mani_open)
-    return;
-  if (n->up != NULL) {
-    up_pump(n->up);
+  /* An upload that ends inside calls back here: loop instead. */
+  if (n->serving) {
+    n->serve_again = true;
     return;
   }
-  while (n->sq_len > 0 && n->up == NULL && !n->mani_open &&
-         n->state == PEER_NBR_READY) {
-    serve_queue_pick(n);
-    peer_serve_req_t q = n->sq[n->sq_head];
-    if (q.type == WS_MSG_REQUEST && s->uploads >= PEER_UPLOADS_MAX) {
-      /* Every upload slot is taken: refuse the whole queue rather than
-       * hold requests whose senders could ask someone idle. */
-      serve_reject(n, q.r.digest, q.r.chunk, q.r.req_id, WS_REJECT_BUSY);
+  n->serving = true;
+  do {
+    n->serve_again = false;
+    if (n->state != PEER_NBR_READY || n->mani_open)
+      break;
+    serve_pump(n, NULL, 0);
+    int k;
+    while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NBR_READY &&
+           (k = serve_queue_choose(n)) >= 0) {
+      if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
+              WS_MSG_REQUEST &&
+          s->uploads >= PEER_UPLOADS_MAX && n->nups > 0)
+        break; /* the next to end makes room */
+      peer_serve_req_t q = serve_queue_take(n, (uint32_t)k);
+      if (q.type == WS_MSG_MANIFEST_REQ)
+        serve_manifest(n, &q.r);
+      else if (s->uploads < PEER_UPLOADS_MAX)
+        serve_start_chunk(n, &q.r);
+      else
+        /* Every upload slot is taken: refuse the whole queue rather than
+         * hold requests whose senders could ask someone idle. */
+        serve_reject(n, q.r.digest, q.r.chunk, q.r.req_id, WS_REJECT_BUSY);
     }
-    n->sq_head = (n->sq_head + 1) % PEER_SERVE_QUEUE_MAX;
-    n->sq_len--;
-    if (q.type == WS_MSG_MANIFEST_REQ)
-      serve_manifest(n, &q.r);
-    else if (s->uploads < PEER_UPLOADS_MAX)
-      serve_start_chunk(n, &q.r);
-  }
+  } while (n->serve_again);
+  n->serving = false;
 }
 
 void peer_serve_detach(peer_nbr_t *n) {
-  peer_up_t *up = n->up;
   n->sq_len = 0;
-  if (up == NULL)
-    return;
-  n->up = NULL;
-  up->n = NULL;
-  if (up->status == 0)
-    up->status = WS_ECANCELED;
-  if (up->state == UP_STREAMING)
-    up_maybe_end(up);
+  while (n->nups > 0) {
+    peer_up_t *up = n->ups[--n->nups];
+    up->n = NULL;
+    if (up->status == 0)
+      up->status = WS_ECANCELED;
+    if (up->state == UP_STREAMING)
+      up_maybe_end(up);
+  }
 }
 
 void peer_serve_live_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j) {
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
-    peer_up_t *up = n->up;
-    if (up != NULL && up->live && up->file == file && up->j == j)
-      up_pump(up);
-  }
+  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next)
+    serve_pump(n, file, j);
 }

@@ -90,6 +90,7 @@ typedef struct {
   bool sent_ours;     /* our BITFIELD went out */
   bool mani_refused;  /* it could not give us the manifest */
   bool live_ok;       /* its BITFIELD said "live": HAVE "p", CHUNK pieces */
+  bool mux_ok;        /* ... and "mux": pieces of several chunks interleaved */
   uint32_t live[PEER_LIVE_MAX]; /* chunks it said (HAVE "p") are arriving */
   uint32_t nlive, live_next;    /* entries; the slot a new one replaces */
   struct {
@@ -118,6 +119,16 @@ typedef enum {
   PEER_NBR_IN_LAST
 } peer_nbr_in_t;
 
+/* A chunk arriving in pieces, more to come (CHUNK with "o"). */
+typedef struct {
+  bool open;
+  uint8_t digest[WS_PROTO_DIGEST_LEN];
+  uint32_t g, req_id;
+  uint32_t got, len; /* bytes so far, the chunk's length */
+  uint64_t last_ms;  /* last piece began */
+  peer_rx_t *rx;
+} peer_pieces_t;
+
 typedef struct {
   uint8_t type; /* WS_MSG_REQUEST or WS_MSG_MANIFEST_REQ */
   ws_request_t r;
@@ -142,15 +153,10 @@ struct peer_nbr_s {
   uint64_t busy_until_ms; /* it said busy */
   /* receiving */
   peer_nbr_in_t in;
-  peer_rx_t *rx; /* IN_CHUNK; between the pieces of a chunk sent live */
-  struct {
-    bool open; /* rx is a chunk arriving in pieces, more to come */
-    uint8_t digest[WS_PROTO_DIGEST_LEN];
-    uint32_t g, req_id;
-    uint32_t got, len; /* bytes so far, the chunk's length */
-    uint64_t last_ms;  /* last piece began */
-  } pc;
-  char *mbuf; /* IN_MANIFEST */
+  peer_rx_t *rx;     /* IN_CHUNK: where the payload goes */
+  peer_pieces_t *pc; /* IN_CHUNK: its entry in pcs (a piece), or NULL */
+  peer_pieces_t pcs[WS_MUX_MAX]; /* chunks arriving in pieces */
+  char *mbuf;                    /* IN_MANIFEST */
   uint32_t mlen, mgot;
   ws_hash_t mdigest;
   bool read_paused_pool;
@@ -158,7 +164,12 @@ struct peer_nbr_s {
   /* serving */
   peer_serve_req_t sq[PEER_SERVE_QUEUE_MAX];
   uint32_t sq_head, sq_len;
-  peer_up_t *up;    /* chunk upload streaming, or NULL */
+  /* Chunk uploads streaming: one, or to a neighbour that said "mux" up to
+   * WS_MUX_MAX whose pieces interleave (serve.c). */
+  peer_up_t *ups[WS_MUX_MAX];
+  uint32_t nups;
+  bool serving;     /* in peer_serve_next */
+  bool serve_again; /* it was called again meanwhile */
   bool mani_open;   /* a MANIFEST payload is streaming */
   bool want_drain;  /* a send got WS_ELIMIT */
   uv_timer_t timer; /* rate-limit waits; closed before the free */

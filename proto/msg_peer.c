@@ -29,12 +29,15 @@ int ws_peer_encode(const ws_msg_t *m, msgpack_packer *pk) {
     if (b->total_chunks == 0 || b->total_chunks > WS_MAX_TOTAL_CHUNKS ||
         b->bits == NULL)
       return WS_EUSAGE;
-    /* "live" only when set: a peer that predates it sends the same bytes. */
-    return msgpack_pack_map(pk, b->live ? 4 : 3) | pk_digest(pk, b->digest) |
+    /* "live" and "mux" only when set: a peer that predates them sends the
+     * same bytes. */
+    return msgpack_pack_map(pk, 3u + b->live + b->mux) |
+           pk_digest(pk, b->digest) |
            ws_pk_kv_uint(pk, "tot", b->total_chunks) |
            ws_pk_kv_bin(pk, "bits", b->bits,
                         ws_bitfield_nbytes(b->total_chunks)) |
-           (b->live ? ws_pk_kv_bool(pk, "live", true) : 0);
+           (b->live ? ws_pk_kv_bool(pk, "live", true) : 0) |
+           (b->mux ? ws_pk_kv_bool(pk, "mux", true) : 0);
   }
   case WS_MSG_REQUEST:
   case WS_MSG_CANCEL:
@@ -74,7 +77,8 @@ static int bitfield_decode(const msgpack_object *map, ws_bitfield_msg_t *b) {
       (rc = ws_mp_u32(map, "tot", true, WS_MAX_TOTAL_CHUNKS,
                       &b->total_chunks)) < 0 ||
       (rc = ws_mp_bin(map, "bits", true, &bits, &n)) < 0 ||
-      (rc = ws_mp_bool(map, "live", false, &b->live)) < 0)
+      (rc = ws_mp_bool(map, "live", false, &b->live)) < 0 ||
+      (rc = ws_mp_bool(map, "mux", false, &b->mux)) < 0)
     return rc;
   if (b->total_chunks == 0)
     return WS_EBADMSG;

@@ -46,6 +46,9 @@
 #define WS_MAX_PAYLOAD (64u * 1024u * 1024u)
 /* Chunks per release: 4 Mi chunks of >= 1 MiB covers 4 TiB releases. */
 #define WS_MAX_TOTAL_CHUNKS (4u * 1024u * 1024u)
+/* Requests whose CHUNK pieces may be interleaved on one connection, to a
+ * peer whose BITFIELD said "mux". */
+#define WS_MUX_MAX 4u
 #define WS_MAX_PEERS 64         /* peers in one ANNOUNCE_REPLY */
 #define WS_MAX_LEASES 64        /* leases in one ANNOUNCE_REPLY */
 #define WS_MAX_LEASE_CHUNKS 256 /* chunks in one lease */
@@ -245,6 +248,7 @@ typedef struct {
   uint32_t total_chunks; /* 1..WS_MAX_TOTAL_CHUNKS */
   uint8_t *bits;         /* ws_bitfield_nbytes(total_chunks) bytes */
   bool live; /* "live": the sender takes HAVE "p" and CHUNK pieces */
+  bool mux;  /* "mux": and pieces of up to WS_MUX_MAX requests interleaved */
 } ws_bitfield_msg_t;
 
 typedef struct { /* REQUEST and CANCEL */

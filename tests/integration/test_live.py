@@ -7,9 +7,11 @@ that did not say "live" see none of this.
 
 The neighbour here is Python (tests/lib/wsproto.py); S3 is the real
 radosgw behind a proxy that slows each response to RATE bytes/s, so a
-1 MiB chunk takes ~2 s to arrive and there is time to watch it. p2pd sends
-one upload at a time per connection, so only the first chunk asked for
-while arriving is sure to go out in pieces; the tests ask for one.
+1 MiB chunk takes ~2 s to arrive and there is time to watch it. To a
+neighbour that did not also say "mux", p2pd sends one upload at a time per
+connection, so only the first chunk asked for while arriving is sure to go
+out in pieces; those tests ask for one. To one that said "mux" it sends
+every chunk in pieces, those of up to four requests interleaved.
 """
 import json
 import os
@@ -53,7 +55,7 @@ def start(rgw, s3env, tmp_path, **proxy_args):
     return proxy, p, key, lport
 
 
-def connect(lport, key, dig, node_id, live, tot):
+def connect(lport, key, dig, node_id, live, tot, mux=False):
     c = wsproto.Conn("127.0.0.1", lport, wsproto.read_key(key), node_id=node_id)
     assert c.handshake()
     # Holds nothing; also says nothing when asked for the manifest, which
@@ -61,6 +63,8 @@ def connect(lport, key, dig, node_id, live, tot):
     body = {"d": dig, "tot": tot, "bits": bytes(1)}
     if live:
         body["live"] = True
+    if mux:
+        body["mux"] = True
     c.send(wsproto.T["BITFIELD"], body)
     return c
 
@@ -161,6 +165,63 @@ def test_chunk_is_served_in_pieces_while_it_arrives(rgw, s3env, tmp_path):
         for c in (live, plain):
             if c is not None:
                 c.close()
+        p.stop()
+        proxy.close()
+
+
+def test_mux_neighbour_gets_pieces_of_chunks_arriving_at_once(rgw, s3env, tmp_path):
+    """A neighbour that said "live" and "mux" asks for each chunk as soon as
+    HAVE "p" says its fetch began. The three fetches run at once, and so do
+    the three uploads: pieces of the three chunks arrive interleaved, each
+    chunk's in order, every one well before the chunk is held. A chunk asked
+    for once held also comes in pieces."""
+    pub, data, src = publish(s3env, tmp_path, rgw, "mux", NCHUNKS)
+    dig = bytes.fromhex(pub["digest"][len("sha256-"):])
+    proxy, p, key, lport = start(rgw, s3env, tmp_path)
+    c = None
+    try:
+        c = connect(lport, key, dig, "mux-peer", True, NCHUNKS, mux=True)
+        th, out = prefetch_async(p, pub["uri"])
+        got = {}          # chunk -> bytearray
+        order = []        # chunk of every CHUNK frame, as they came
+        first_piece = {}  # chunk -> time of its first byte
+        have_at = {}      # chunk -> time of the plain HAVE
+        again = None      # pieces of chunk 0 asked for again once held
+        for t, b, pl, now in frames(c, lambda: again is not None and len(again) == MiB,
+                                    time.time() + 60):
+            if t == wsproto.T["HAVE"] and b.get("p"):
+                c.send(wsproto.T["REQUEST"], {"d": dig, "c": b["c"], "id": 100 + b["c"]})
+            elif t == wsproto.T["HAVE"]:
+                have_at[b["c"]] = now
+            elif t == wsproto.T["CHUNK"] and b["id"] == 7:
+                assert "o" in b and b["o"] == len(again), b
+                again += pl
+            elif t == wsproto.T["CHUNK"]:
+                g = b["c"]
+                assert b["id"] == 100 + g and "o" in b, b
+                buf = got.setdefault(g, bytearray())
+                assert b["o"] == len(buf), (b, len(buf))  # in order, no gap
+                buf += pl
+                order.append(g)
+                first_piece.setdefault(g, now)
+            if again is None and len(have_at) == NCHUNKS and \
+                    all(len(got.get(g, b"")) == MiB for g in range(NCHUNKS)):
+                again = bytearray()
+                c.send(wsproto.T["REQUEST"], {"d": dig, "c": 0, "id": 7})
+        th.join(60)
+        assert out and out[0].returncode == 0, (out, p.tail())
+        for g in range(NCHUNKS):
+            assert bytes(got[g]) == data[g * MiB:(g + 1) * MiB], g
+            assert first_piece[g] < have_at[g] - 0.5, (g, first_piece, have_at)
+        # Interleaved: one after the other would switch chunks twice.
+        switches = sum(1 for a, b in zip(order, order[1:]) if a != b)
+        assert switches > 2 * NCHUNKS, order
+        assert again is not None and bytes(again) == data[:MiB]
+        assert p.metric("ws_p2pd_peer_chunks_served_live_total") == NCHUNKS
+        assert p.metric("ws_p2pd_peer_chunks_served_total") == NCHUNKS + 1
+    finally:
+        if c is not None:
+            c.close()
         p.stop()
         proxy.close()
 

@@ -257,3 +257,92 @@ def test_neighbour_silent_on_manifest_does_not_stall_the_release(rgw, s3env, tmp
     finally:
         c.close()
         p.stop()
+
+
+def serve_in_pieces(tmp_path, s3env, nchunks, open_max):
+    """p2pd fetches a release (wanted by digest) from a Python neighbour
+    that answers each REQUEST with a first 64 KiB piece and then sends the
+    pieces of every open request round-robin, keeping up to open_max
+    requests open at once. Returns (p2pd, data, digest, rel, log): log is
+    ("open", chunk, open now) / ("closed",) events in order; p2pd is still
+    running."""
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    data = os.urandom(nchunks * MiB)
+    (rel / "weights.bin").write_bytes(data)
+    mpath, d = seed_manifest(str(rel), tmp_path, 1 * MiB)
+    dig = bytes.fromhex(d[len("sha256-"):])
+    piece = 64 * 1024
+    p, c = target_and_neighbour(tmp_path, s3env, "pieces")
+    log = []
+    try:
+        c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": nchunks,
+                                       "bits": bytes([0xFF]) * (nchunks // 8)})
+        threading.Thread(target=lambda: p.ctl("prefetch", d), daemon=True).start()
+        waiting = []  # requests not begun
+        sent = {}     # open request id -> (chunk, bytes sent)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = ws.release_state(p, d)
+            if st and st["state"] == "ready":
+                break
+            c.s.settimeout(0.05)
+            try:
+                t, b, _ = c.read_frame()
+                if t == wsproto.T["MANIFEST_REQ"]:
+                    c.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
+                elif t == wsproto.T["REQUEST"]:
+                    waiting.append((b["c"], b["id"]))
+                continue
+            except TimeoutError:
+                pass
+            except (ConnectionError, ValueError):
+                log.append(("closed",))
+                break
+            while waiting and len(sent) < open_max:
+                g, i = waiting.pop(0)
+                sent[i] = (g, 0)
+                log.append(("open", g, len(sent)))
+            try:
+                for i, (g, off) in list(sent.items()):
+                    c.send(wsproto.T["CHUNK"], {"d": dig, "c": g, "id": i, "o": off},
+                           payload=data[g * MiB + off:g * MiB + off + piece])
+                    if off + piece == MiB:
+                        del sent[i]
+                    else:
+                        sent[i] = (g, off + piece)
+            except (ConnectionError, OSError):
+                log.append(("closed",))
+                break
+    finally:
+        c.close()
+    return p, data, d, rel, log
+
+
+def test_pieces_of_four_chunks_interleaved_are_taken(s3env, tmp_path):
+    """A sender may interleave the pieces of up to four requests on one
+    connection (docs/protocol.md, "Chunks served as they arrive", mux):
+    p2pd puts each piece in its chunk and verifies every chunk."""
+    p, data, d, rel, log = serve_in_pieces(tmp_path, s3env, 16, 4)
+    try:
+        assert ("closed",) not in log, (log, p.tail())
+        assert ws.release_state(p, d)["state"] == "ready", p.tail()
+        ok, bad = ws.tree_equal(str(rel), os.path.join(p.cache, "releases", d))
+        assert ok, bad
+        assert p.metric("ws_p2pd_peer_chunks_total") == 16
+    finally:
+        p.stop()
+
+
+def test_fifth_chunk_in_pieces_at_once_closes_the_connection(s3env, tmp_path):
+    """More than four open piece sequences is a protocol error: p2pd closes
+    that connection when the fifth begins (and stays up)."""
+    p, data, d, rel, log = serve_in_pieces(tmp_path, s3env, 16, 5)
+    try:
+        assert log[-1] == ("closed",), (log, p.tail())
+        fifth = next(k for k, e in enumerate(log) if e[0] == "open" and e[2] == 5)
+        assert all(e[0] == "open" for e in log[fifth:-1]), log
+        assert "more than 4 chunks in pieces at once" in p.tail(), p.tail()
+        assert p.metric("ws_p2pd_peer_neighbors") == 0
+    finally:
+        p.stop()

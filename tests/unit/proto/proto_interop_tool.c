@@ -97,6 +97,10 @@ static void print_msg(const ws_msg_t *m) {
     printf(" tot=%u", m->u.bitfield.total_chunks);
     hex("bits", m->u.bitfield.bits,
         ws_bitfield_nbytes(m->u.bitfield.total_chunks));
+    if (m->u.bitfield.live)
+      printf(" live=1");
+    if (m->u.bitfield.mux)
+      printf(" mux=1");
     break;
   case WS_MSG_REQUEST:
   case WS_MSG_CANCEL:

@@ -111,6 +111,8 @@ def test_python_frames_decode_in_c(tmp_path):
                                     "peers": [{"id": "a", "host": "h", "port": 1}],
                                     "leases": [{"d": d, "c": [5], "ttl": 9}]}),
         frame(T["BITFIELD"], {"d": d, "tot": 12, "bits": b"\x81\x10"}),
+        frame(T["BITFIELD"], {"mux": True, "d": d, "tot": 12, "bits": b"\x81\x10",
+                              "live": True}),
         frame(T["REJECT"], {"d": d, "c": 4, "r": 7}),
         frame(T["ERROR"], {"code": -5, "msg": "io"}),
         frame(T["GOODBYE"], {}),
@@ -134,6 +136,7 @@ def test_python_frames_decode_in_c(tmp_path):
         f"ANNOUNCE d={dh} tot=20 ev=3 role=0 want=0 port=0 zone= hd=0,19",
         f"ANNOUNCE_REPLY d={dh} iv=1000 peer=a@h:1/ lease={dh} c=5 ttl=9",
         f"BITFIELD d={dh} tot=12 bits=8110",
+        f"BITFIELD d={dh} tot=12 bits=8110 live=1 mux=1",
         f"REJECT d={dh} c=4 id=0 r=7 ra=0",
         "ERROR code=-5 msg=io",
         "GOODBYE r=0",
@@ -152,6 +155,8 @@ def test_python_frames_decode_in_c(tmp_path):
      "WS_EBADMSG"),                                                  # o >= 64 MiB
     (frame(T["BITFIELD"], {"d": dg(1), "tot": 12, "bits": b"\x81\x11"}),
      "WS_EBADMSG"),                                                  # spare bit
+    (frame(T["BITFIELD"], {"d": dg(1), "tot": 12, "bits": b"\x81\x10", "mux": 1}),
+     "WS_EBADMSG"),                                                  # not a bool
     (frame(T["ANNOUNCE_REPLY"], {"d": dg(1), "iv": 1,
                                  "peers": [{"id": "a", "host": "h", "port": 1}] * 65}),
      "WS_ELIMIT"),

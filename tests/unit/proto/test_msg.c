@@ -252,9 +252,16 @@ static void test_lease_and_peer(void **state) {
   assert_memory_equal(o.u.bitfield.bits, bits, 3);
   assert_false(o.u.bitfield.live);
   ws_msg_free(&o);
+  assert_false(o.u.bitfield.mux);
   m.u.bitfield.live = true;
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_true(o.u.bitfield.live);
+  assert_false(o.u.bitfield.mux);
+  ws_msg_free(&o);
+  m.u.bitfield.mux = true;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.bitfield.live);
+  assert_true(o.u.bitfield.mux);
   ws_msg_free(&o);
 
   for (int t = 0; t < 2; t++) {
