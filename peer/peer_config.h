@@ -78,11 +78,12 @@
 #define PEER_PREAUTH_MAX 16u
 /* Releases one neighbour may tell us about (have-bitfields kept). */
 #define PEER_NBR_RELEASES_MAX 16u
-/* Chunk requests in flight to one neighbour. The server streams them one
- * after the other, so a second keeps its link busy between chunks; more
- * wait in its queue, and a chunk that just came from the origin waits
- * behind them before it moves on (the lag that decides how long after the
- * origin's last byte the swarm finishes). With fewer, a host that takes
+/* Chunk requests in flight to one neighbour. The server streams held
+ * chunks one after the other, so a second keeps its link busy between
+ * chunks; more wait in its queue. A chunk still arriving from the origin
+ * used to wait behind them too (the lag that decides how long after the
+ * origin's last byte the swarm finishes); to a peer that says "mux" its
+ * pieces now go between theirs (serve.c). With fewer, a host that takes
  * half its bytes from seven neighbours cannot keep its link full. On the
  * netns benchmark (runs with little stolen CPU): depth 4 gave N=4, U=B
  * ~1.13 x T_min and N=8, U=4B 1.094; depth 2 1.10-1.11 and 1.12; depth 3
