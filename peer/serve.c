@@ -589,7 +589,8 @@ static bool serve_held(peer_nbr_t *n, const peer_serve_req_t *q) {
 /* The queued request to start now, or -1. With nothing streaming: the first
  * manifest or held chunk, else the first request (it would hold the others
  * back). Beside uploads to a "mux" neighbour: a held chunk when none of
- * them is one, else a chunk arriving from S3. */
+ * them is one, else a chunk arriving from S3, unless a manifest is queued
+ * before it. */
 static int serve_queue_choose(peer_nbr_t *n) {
   int first_live = -1;
   bool held_busy = false;
@@ -604,7 +605,9 @@ static int serve_queue_choose(peer_nbr_t *n) {
         return (int)k;
       continue;
     }
-    if (q->type != WS_MSG_REQUEST || !serve_mux(n, q->r.digest))
+    if (q->type == WS_MSG_MANIFEST_REQ)
+      return -1; /* it goes alone, next: no more uploads before it */
+    if (!serve_mux(n, q->r.digest))
       continue;
     if (serve_held(n, q)) {
       if (!held_busy)
