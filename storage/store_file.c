@@ -394,6 +394,14 @@ int ws_store_chunk_commit(ws_store_file_t *pf, uint32_t j) {
   if (err != 0)
     return err;
   store_crash_point("chunk-bit");
+  /* Start writing the chunk back now (no wait): otherwise a whole
+   * checkpoint's worth of dirty pages (and at the end of a file, all of
+   * them since the last one) waits for the fdatasync or fsync that makes
+   * it durable, which then holds up that chunk's announce or the file's
+   * publication. A failure here only means the later sync does the work. */
+  (void)sync_file_range(pf->data_fd, (off64_t)ws_store_file_chunk_offset(pf, j),
+                        (off64_t)ws_store_file_chunk_len(pf, j),
+                        SYNC_FILE_RANGE_WRITE);
   return checkpoint ? ws_store_file_checkpoint(pf) : 0;
 }
 
