@@ -15,7 +15,6 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -538,9 +537,9 @@ int peer_srel_chunk_live(peer_srel_t *srel, uint32_t g, peer_file_t **file,
     return WS_ENOTFOUND;
   if (fd == NULL)
     return 0; /* asked only whether */
-  int nfd = fcntl(ws_store_file_fd(f->pf), F_DUPFD_CLOEXEC, 0);
+  int nfd = ws_store_file_dup_fd(f->pf);
   if (nfd < 0)
-    return -errno;
+    return nfd;
   peer_file_ref(f);
   *file = f;
   *jout = j;
@@ -578,10 +577,16 @@ int peer_srel_chunk_source(peer_srel_t *srel, uint32_t g, ws_hash_t *sha256,
       f->chunk_state[j] != PEER_CHUNK_DONE)
     return WS_ENOTFOUND;
   /* The file handle may close (file complete) while the upload reads: the
-   * upload reads its own descriptor. dup is no disk I/O. */
-  int nfd = fcntl(ws_store_file_fd(f->pf), F_DUPFD_CLOEXEC, 0);
+   * upload reads its own descriptor. dup is no disk I/O. The file may also
+   * have been published since its state was read here (finishing runs on
+   * a worker): then its blob has the chunk. */
+  int nfd = ws_store_file_dup_fd(f->pf);
+  if (nfd == WS_ENOTFOUND) {
+    *sha256 = mf->sha256;
+    return 1;
+  }
   if (nfd < 0)
-    return -errno;
+    return nfd;
   *fd = nfd;
   return 0;
 }

@@ -138,6 +138,11 @@ int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
 /* [any] Data fd of the partial (borrowed, -1 when complete), for serving
  * chunks already committed. Writers use ws_store_file_pwrite. */
 int ws_store_file_fd(const ws_store_file_t *pf);
+/* [any] A new descriptor (close-on-exec) of the partial's data, for serving
+ * committed chunks while other threads write or finish the file; the caller
+ * closes it. WS_ENOTFOUND once the file is complete: its blob is published
+ * (serve from there). */
+int ws_store_file_dup_fd(ws_store_file_t *pf) WS_MUST_USE;
 /* [worker] Writes len bytes at off into the partial (all of them; EINTR
  * and short writes handled). Writers of one file take turns in user space:
  * the kernel's inode lock, contended by several threads, spins (and on a

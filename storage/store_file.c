@@ -327,6 +327,19 @@ int ws_store_file_fd(const ws_store_file_t *pf) {
   return pf->data_fd;
 }
 
+int ws_store_file_dup_fd(ws_store_file_t *pf) {
+  int fd;
+  /* Under mu: ws_store_file_finish closes data_fd (after the blob is
+   * linked) on a worker. */
+  pthread_mutex_lock(&pf->mu);
+  if (pf->complete || pf->data_fd < 0)
+    fd = WS_ENOTFOUND;
+  else if ((fd = fcntl(pf->data_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+    fd = -errno;
+  pthread_mutex_unlock(&pf->mu);
+  return fd;
+}
+
 int ws_store_chunk_check(const void *data, size_t len,
                          const ws_hash_t *expect) {
   ws_hash_t h;

@@ -118,6 +118,7 @@ def test_chunk_is_served_in_pieces_while_it_arrives(rgw, s3env, tmp_path):
         first_piece = {}  # chunk -> time of its first byte
         have_at = {}      # chunk -> time of the plain HAVE
         live_said = set()
+        refused = []      # REJECTs on this connection (there should be none)
         first = None      # the chunk asked for while arriving
         for t, b, pl, now in frames(live, lambda: len(got) == NCHUNKS and
                                     all(len(got[g]) == MiB for g in got) and
@@ -141,9 +142,12 @@ def test_chunk_is_served_in_pieces_while_it_arrives(rgw, s3env, tmp_path):
                 buf += pl
                 pieces[g] = pieces.get(g, 0) + 1
                 first_piece.setdefault(g, now)
+            elif t == wsproto.T["REJECT"]:
+                refused.append(b)
         th.join(60)
         tp.join(60)
         assert out and out[0].returncode == 0, (out, p.tail())
+        assert not refused, (refused, p.tail())
         assert live_said == set(range(NCHUNKS))  # every fetch was announced
         for g in range(NCHUNKS):
             assert bytes(got[g]) == data[g * MiB:(g + 1) * MiB], g

@@ -345,9 +345,23 @@ static void test_streaming_commit(void **state) {
                      FX_CS);
     assert_int_equal(ws_store_chunk_commit(pf, j), 0);
   }
+  /* A served chunk is read through a descriptor of its own. */
+  int dfd = ws_store_file_dup_fd(pf);
+  assert_true(dfd >= 0);
+  assert_true(dfd != ws_store_file_fd(pf));
+  char *back = malloc(FX_CS);
+  assert_non_null(back);
+  assert_int_equal(pread(dfd, back, FX_CS, FX_CS), FX_CS);
+  assert_memory_equal(back, r.data[1] + FX_CS, FX_CS);
   assert_int_equal(ws_store_file_finish(pf), 0);
   assert_int_equal(ws_store_file_complete(pf), 1);
   assert_int_equal(ws_store_file_fd(pf), -1);
+  /* Published: the blob has it now. The old descriptor still reads. */
+  assert_int_equal(ws_store_file_dup_fd(pf), WS_ENOTFOUND);
+  assert_int_equal(pread(dfd, back, FX_CS, 0), FX_CS);
+  assert_memory_equal(back, r.data[1], FX_CS);
+  free(back);
+  close(dfd);
   ws_store_file_close(pf);
   assert_int_equal(ws_store_has_blob(st, &r.m->files[1].sha256), 1);
   ws_store_close(st);
