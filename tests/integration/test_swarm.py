@@ -158,6 +158,21 @@ def target_and_neighbour(tmp_path, s3env, node_id):
     return p, c
 
 
+def frames_until_ready(p, d, c, poll, timeout=60):
+    """Yields neighbour c's frames as (type, body, payload), or None after
+    poll seconds without one, until p's release d is ready or timeout."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st = ws.release_state(p, d)
+        if st and st["state"] == "ready":
+            return
+        c.s.settimeout(poll)
+        try:
+            yield c.read_frame()
+        except TimeoutError:
+            yield None
+
+
 def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
     """A neighbour that answers a REQUEST with REJECT "not held" for a chunk
     its BITFIELD listed may be wrong or passing. p2pd used to forget that
@@ -182,16 +197,10 @@ def test_chunk_refused_once_is_asked_for_again(s3env, tmp_path):
         th.start()
         asks = {}  # chunk -> times it was requested
         refused_at = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            st = ws.release_state(p, d)
-            if st and st["state"] == "ready":
-                break
-            c.s.settimeout(0.5)
-            try:
-                t, b, _ = c.read_frame()
-            except TimeoutError:
+        for fr in frames_until_ready(p, d, c, 0.5):
+            if fr is None:
                 continue
+            t, b, _ = fr
             if t == wsproto.T["MANIFEST_REQ"]:
                 c.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
             elif t == wsproto.T["REQUEST"]:
@@ -281,29 +290,19 @@ def serve_in_pieces(tmp_path, s3env, nchunks, open_max):
         threading.Thread(target=lambda: p.ctl("prefetch", d), daemon=True).start()
         waiting = []  # requests not begun
         sent = {}     # open request id -> (chunk, bytes sent)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            st = ws.release_state(p, d)
-            if st and st["state"] == "ready":
-                break
-            c.s.settimeout(0.05)
-            try:
-                t, b, _ = c.read_frame()
-                if t == wsproto.T["MANIFEST_REQ"]:
-                    c.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
-                elif t == wsproto.T["REQUEST"]:
-                    waiting.append((b["c"], b["id"]))
-                continue
-            except TimeoutError:
-                pass
-            except (ConnectionError, ValueError):
-                log.append(("closed",))
-                break
-            while waiting and len(sent) < open_max:
-                g, i = waiting.pop(0)
-                sent[i] = (g, 0)
-                log.append(("open", g, len(sent)))
-            try:
+        try:
+            for fr in frames_until_ready(p, d, c, 0.05):
+                if fr is not None:
+                    t, b, _ = fr
+                    if t == wsproto.T["MANIFEST_REQ"]:
+                        c.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
+                    elif t == wsproto.T["REQUEST"]:
+                        waiting.append((b["c"], b["id"]))
+                    continue
+                while waiting and len(sent) < open_max:
+                    g, i = waiting.pop(0)
+                    sent[i] = (g, 0)
+                    log.append(("open", g, len(sent)))
                 for i, (g, off) in list(sent.items()):
                     c.send(wsproto.T["CHUNK"], {"d": dig, "c": g, "id": i, "o": off},
                            payload=data[g * MiB + off:g * MiB + off + piece])
@@ -311,9 +310,8 @@ def serve_in_pieces(tmp_path, s3env, nchunks, open_max):
                         del sent[i]
                     else:
                         sent[i] = (g, off + piece)
-            except (ConnectionError, OSError):
-                log.append(("closed",))
-                break
+        except (ConnectionError, OSError, ValueError):
+            log.append(("closed",))
     finally:
         c.close()
     return p, data, d, rel, log
