@@ -195,15 +195,22 @@ void peer_nbr_req_drop(peer_nbr_t *n, uint32_t i, int status) {
   peer_file_unref(file);
 }
 
-static void nbr_req_cancel(peer_nbr_t *n, uint32_t i) {
-  peer_req_t *r = &n->reqs[i];
+/* CANCEL for request (g, req_id) of digest; best effort: if it does not
+ * go, whatever still arrives for it is discarded. */
+static void nbr_send_cancel(peer_nbr_t *n, const uint8_t *digest, uint32_t g,
+                            uint32_t req_id) {
   ws_msg_t m;
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_CANCEL;
-  memcpy(m.u.request.digest, r->srel->digest.b, WS_PROTO_DIGEST_LEN);
-  m.u.request.chunk = r->g;
-  m.u.request.req_id = r->req_id;
-  (void)peer_nbr_send(n, &m); /* best effort: its CHUNK is discarded */
+  memcpy(m.u.request.digest, digest, WS_PROTO_DIGEST_LEN);
+  m.u.request.chunk = g;
+  m.u.request.req_id = req_id;
+  (void)peer_nbr_send(n, &m);
+}
+
+static void nbr_req_cancel(peer_nbr_t *n, uint32_t i) {
+  peer_req_t *r = &n->reqs[i];
+  nbr_send_cancel(n, r->srel->digest.b, r->g, r->req_id);
   peer_nbr_req_drop(n, i, WS_ECANCELED);
 }
 
@@ -286,13 +293,7 @@ void peer_nbr_tick(peer_nbr_t *n, uint64_t now_ms) {
     WS_LOGW("nbr#%llu %s: chunk %u: no piece in %u ms; asking elsewhere",
             (unsigned long long)n->id, n->node_id, pc->g,
             PEER_REQUEST_TIMEOUT_MS);
-    ws_msg_t m;
-    memset(&m, 0, sizeof(m));
-    m.type = WS_MSG_CANCEL;
-    memcpy(m.u.request.digest, pc->digest, WS_PROTO_DIGEST_LEN);
-    m.u.request.chunk = pc->g;
-    m.u.request.req_id = pc->req_id;
-    (void)peer_nbr_send(n, &m);
+    nbr_send_cancel(n, pc->digest, pc->g, pc->req_id);
     nbr_hide(n, pc->digest, pc->g);
     nbr_pieces_end(n, pc, -ETIMEDOUT);
   }
