@@ -45,6 +45,7 @@ struct ws_store_file_s {
   pthread_mutex_t mu;  /* guards bits, durable, ndone, pending, complete */
   pthread_mutex_t wmu; /* one ws_store_file_pwrite at a time */
   pthread_mutex_t cmu; /* one checkpoint at a time (not under mu) */
+  pthread_mutex_t bmu; /* one recent-bit write at a time (taken before mu) */
   uint8_t *bits;       /* nchunks bits: verified (recent or durable) */
   uint8_t *durable;    /* nchunks bits: on disk as durable */
   uint8_t *snap;       /* checkpoint's copy of bits */
@@ -214,6 +215,7 @@ int ws_store_file_open(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size,
   pthread_mutex_init(&pf->mu, NULL);
   pthread_mutex_init(&pf->wmu, NULL);
   pthread_mutex_init(&pf->cmu, NULL);
+  pthread_mutex_init(&pf->bmu, NULL);
   pf->bits = calloc(1, bits_bytes(pf->nchunks) + 1);
   pf->durable = calloc(1, bits_bytes(pf->nchunks) + 1);
   pf->snap = calloc(1, bits_bytes(pf->nchunks) + 1);
@@ -257,6 +259,7 @@ void ws_store_file_close(ws_store_file_t *pf) {
   pthread_mutex_destroy(&pf->mu);
   pthread_mutex_destroy(&pf->wmu);
   pthread_mutex_destroy(&pf->cmu);
+  pthread_mutex_destroy(&pf->bmu);
   free(pf->bits);
   free(pf->durable);
   free(pf->snap);
@@ -388,22 +391,30 @@ int ws_store_chunk_commit(ws_store_file_t *pf, uint32_t j) {
   int err = 0, checkpoint;
   if (j >= pf->nchunks || ws_store_file_complete(pf))
     return j >= pf->nchunks ? WS_EUSAGE : 0;
+  pthread_mutex_lock(&pf->bmu);
   pthread_mutex_lock(&pf->mu);
   if (bit_get(pf->bits, j)) {
     pthread_mutex_unlock(&pf->mu);
+    pthread_mutex_unlock(&pf->bmu);
     return 0;
   }
-  /* The recent bit: no sync (see the top of this file). */
   byte = pf->bits[j / 8] | (uint8_t)(1u << (j % 8));
+  pthread_mutex_unlock(&pf->mu);
+  /* The recent bit: no sync (see the top of this file). Written outside
+   * mu, which the loop thread takes (ws_store_file_dup_fd and the state
+   * queries); bmu keeps this read-modify-write of the byte whole, as only
+   * commits change bits while the file is open. */
   err = store_fs_pwrite_all(pf->bits_fd, &byte, 1,
                             STORE_BITS_HDR + bits_bytes(pf->nchunks) + j / 8);
+  pthread_mutex_lock(&pf->mu);
   if (err == 0) {
-    pf->bits[j / 8] = byte;
+    pf->bits[j / 8] |= (uint8_t)(1u << (j % 8));
     pf->ndone++;
     pf->pending += ws_store_file_chunk_len(pf, j);
   }
   checkpoint = pf->pending >= STORE_CHECKPOINT_BYTES;
   pthread_mutex_unlock(&pf->mu);
+  pthread_mutex_unlock(&pf->bmu);
   if (err != 0)
     return err;
   store_crash_point("chunk-bit");
