@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "peer_config.h"
-#include "release.h"
+#include "core/tunables.h"
+#include "release/release.h"
 #include "ws_log.h"
 
 #define API_RELEASES "/api/v1/releases"

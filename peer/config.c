@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "digest.h"
-#include "peer_config.h"
+#include "core/tunables.h"
 #include "proto.h"
 
 typedef enum {
@@ -336,7 +336,7 @@ static int config_node_id_random(char **out) {
 }
 
 /* The swarm settings (called after the common ones parsed). */
-static int config_load_swarm(peer_config_t *cfg, const char *v[KEY_LAST]) {
+static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   int rc;
   cfg->swarm = v[KEY_LISTEN] != NULL || v[KEY_TRACKER] != NULL;
   cfg->max_neighbors = PEER_MAX_NEIGHBORS_DEFAULT;
@@ -405,7 +405,7 @@ static int config_dup(char **dst, const char *v) {
   return *dst == NULL ? -ENOMEM : 0;
 }
 
-int peer_config_load(peer_config_t *cfg, int argc, char **argv) {
+int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
   const char *flag_vals[KEY_LAST] = {0};
   char *file_vals[KEY_LAST] = {0};
   const char *v[KEY_LAST] = {0};
@@ -474,7 +474,7 @@ free_file:
   return rc;
 }
 
-void peer_config_free(peer_config_t *cfg) {
+void peer_config_free(peer_settings_t *cfg) {
   if (cfg == NULL)
     return;
   free(cfg->cache_dir);

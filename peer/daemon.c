@@ -18,13 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bufpool.h"
-#include "file.h"
-#include "job.h"
-#include "origin.h"
-#include "peer_config.h"
-#include "release.h"
-#include "swarm.h"
+#include "core/bufpool.h"
+#include "fetch/file.h"
+#include "release/job_record.h"
+#include "fetch/origin.h"
+#include "core/tunables.h"
+#include "release/release.h"
+#include "swarm/swarm.h"
 #include "ws_log.h"
 
 /* Shutdown steps, driven by stop_timer while STOPPING. */
@@ -158,7 +158,7 @@ typedef struct {
 
 static void daemon_open_work(void *arg) {
   daemon_open_t *o = arg;
-  const peer_config_t *cfg = o->d->cfg;
+  const peer_settings_t *cfg = o->d->cfg;
   ws_cache_release_info_t *infos = NULL;
   size_t n = 0;
   o->status = ws_store_open(cfg->cache_dir, cfg->capacity_bytes, &o->store);
@@ -343,7 +343,7 @@ static void daemon_on_signal(uv_signal_t *h, int signum) {
 /* ---- setup -------------------------------------------------------------- */
 
 static int daemon_api_listen(peer_daemon_t *d) {
-  const peer_config_t *cfg = d->cfg;
+  const peer_settings_t *cfg = d->cfg;
   ws_httpd_config_t hc = {
       .max_body_bytes = PEER_API_MAX_BODY_BYTES,
       .max_conns = PEER_API_MAX_CONNS,
@@ -384,7 +384,7 @@ static int daemon_api_listen(peer_daemon_t *d) {
   return 0;
 }
 
-int peer_daemon_init(peer_daemon_t *d, const peer_config_t *cfg) {
+int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) {
   memset(d, 0, sizeof(*d));
   d->cfg = cfg;
   d->state = PEER_DAEMON_STARTING;

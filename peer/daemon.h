@@ -65,7 +65,7 @@ typedef struct {
 
 struct peer_daemon_s {
   uv_loop_t loop;
-  const peer_config_t *cfg; /* borrowed from main() */
+  const peer_settings_t *cfg; /* borrowed from main() */
   peer_daemon_state_t state;
   ws_store_t *store; /* NULL until opened */
   ws_s3_t *s3;
@@ -88,7 +88,7 @@ struct peer_daemon_s {
 
 /* Sets d up from cfg (borrowed; must outlive d): loop, signals, buffer
  * pool, S3 client, API listeners. Returns 0 or a negative error (logged). */
-int peer_daemon_init(peer_daemon_t *d, const peer_config_t *cfg) WS_MUST_USE;
+int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) WS_MUST_USE;
 /* Opens the store on a worker, runs the loop until STOPPED, frees what
  * init made. Returns the process exit status. */
 int peer_daemon_run(peer_daemon_t *d);

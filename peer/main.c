@@ -5,11 +5,11 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "peer_config.h"
+#include "core/tunables.h"
 #include "ws_log.h"
 
 int main(int argc, char **argv) {
-  peer_config_t cfg;
+  peer_settings_t cfg;
   peer_daemon_t d;
   int rc = peer_config_load(&cfg, argc, argv);
   if (rc == PEER_CONFIG_EXIT)

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bufpool.h"
+#include "core/bufpool.h"
 #include "daemon.h"
-#include "release.h"
-#include "swarm.h"
+#include "release/release.h"
+#include "swarm/swarm.h"
 
 typedef struct {
   peer_daemon_t *d;

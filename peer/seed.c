@@ -20,10 +20,10 @@
  * Thread: loop thread; seed_import_work runs on a worker.
  */
 #include "daemon.h"
-#include "peer_config.h"
-#include "release.h"
-#include "s3get.h"
-#include "swarm.h"
+#include "core/tunables.h"
+#include "release/release.h"
+#include "fetch/s3_small.h"
+#include "swarm/swarm.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

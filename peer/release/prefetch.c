@@ -6,13 +6,13 @@
  * (release.c) and the request is parked on it (release_view.c).
  * Thread: loop thread.
  */
-#include "release-int.h"
+#include "release/release-int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer_config.h"
+#include "core/tunables.h"
 #include "ws_log.h"
 
 /* Splits s3://bucket/prefix[/manifest.json] into bucket and a prefix that

@@ -21,7 +21,7 @@
  * backoff_min_ms to backoff_max_ms, reset by a completed handshake, so a
  * restarted tracker is not hit by every node at the same instant.
  */
-#include "trk_client.h"
+#include "swarm/tracker_link.h"
 
 #include <assert.h>
 #include <errno.h>

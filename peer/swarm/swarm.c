@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swarm-int.h" /* first: see its note on ws_manifest_t */
-#include "origin.h"
+#include "swarm/swarm-int.h" /* first: see its note on ws_manifest_t */
+#include "fetch/origin.h"
 #include "ws_log.h"
 
 /* ---- bans --------------------------------------------------------------- */
@@ -144,7 +144,7 @@ static int swarm_knows(peer_swarm_t *s, const char *node_id) {
 static void swarm_on_peers(void *arg, const uint8_t *digest,
                            const ws_peer_info_t *peers, uint32_t n) {
   peer_swarm_t *s = arg;
-  const peer_config_t *cfg = s->d->cfg;
+  const peer_settings_t *cfg = s->d->cfg;
   if (n == 0 && !s->stopping) {
     peer_srel_t *srel = peer_srel_find(s, digest);
     if (srel != NULL)
@@ -302,7 +302,7 @@ static int swarm_listen(peer_swarm_t *s, const char *hostport) {
 }
 
 static int swarm_tracker_start(peer_swarm_t *s) {
-  const peer_config_t *cfg = s->d->cfg;
+  const peer_settings_t *cfg = s->d->cfg;
   trk_client_cfg_t tcfg;
   trk_client_cfg_init(&tcfg);
   int rc = trk_client_cfg_addr(&tcfg, cfg->tracker);
@@ -335,7 +335,7 @@ static int swarm_tracker_start(peer_swarm_t *s) {
 }
 
 int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) {
-  const peer_config_t *cfg = d->cfg;
+  const peer_settings_t *cfg = d->cfg;
   int rc;
   peer_swarm_t *s = calloc(1, sizeof(*s));
   if (s == NULL)

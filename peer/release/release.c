@@ -11,7 +11,7 @@
  * release_prefetch.c. Thread: loop thread; *_work functions run on workers
  * and touch only their job struct.
  */
-#include "release-int.h"
+#include "release/release-int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "file.h"
-#include "job.h"
-#include "origin.h"
-#include "peer_config.h"
-#include "s3get.h"
-#include "swarm.h"
+#include "fetch/file.h"
+#include "release/job_record.h"
+#include "fetch/origin.h"
+#include "core/tunables.h"
+#include "fetch/s3_small.h"
+#include "swarm/swarm.h"
 #include "ws_log.h"
 
 typedef struct {

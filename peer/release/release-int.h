@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "release.h"
+#include "release/release.h"
 
 /* What a parked request waits for (release.h: prefetch vs wait). */
 typedef enum {

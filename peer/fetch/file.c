@@ -6,18 +6,18 @@
  * the store's partial handles. Thread: loop thread; *_work functions run
  * on libuv workers and touch only their job struct and the store handle.
  */
-#include "file.h"
+#include "fetch/file.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "origin.h"
-#include "peer_config.h"
-#include "release.h"
-#include "swarm.h"
+#include "core/bufpool.h"
+#include "fetch/origin.h"
+#include "core/tunables.h"
+#include "release/release.h"
+#include "swarm/swarm.h"
 #include "ws_log.h"
 
 struct peer_files_s {

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "daemon.h"
-#include "file.h"
+#include "fetch/file.h"
 #include "manifest.h"
 
 /* Creates the swarm of d from d->cfg: binds the listener (--listen) and

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "chunkw.h"
-#include "swarm-int.h"
+#include "core/bufpool.h"
+#include "fetch/chunk_writer.h"
+#include "swarm/swarm-int.h"
 #include "ws_log.h"
 
 typedef enum {

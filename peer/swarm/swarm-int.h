@@ -12,12 +12,12 @@
 #include <uv.h>
 
 #include "proto.h"
-#include "trk_client.h"
+#include "swarm/tracker_link.h"
 #include "wire_conn.h"
 
-#include "peer_config.h"
-#include "release.h"
-#include "swarm.h"
+#include "core/tunables.h"
+#include "release/release.h"
+#include "swarm/swarm.h"
 
 typedef struct peer_nbr_s peer_nbr_t;
 typedef struct peer_srel_s peer_srel_t;

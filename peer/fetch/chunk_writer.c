@@ -1,11 +1,11 @@
 /* chunkw.c - ordered, hashed writes of one chunk (see chunkw.h). */
-#include "chunkw.h"
+#include "fetch/chunk_writer.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
 
-#include "bufpool.h"
+#include "core/bufpool.h"
 
 int peer_chunkw_init(peer_chunkw_t *w, peer_daemon_t *d, peer_file_t *file,
                      uint32_t j, peer_file_write_cb cb, void *arg) {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swarm-int.h"
+#include "swarm/swarm-int.h"
 #include "ws_log.h"
 
 static const char *nbr_state_name(peer_nbr_state_t st) {

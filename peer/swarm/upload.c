@@ -44,8 +44,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "swarm-int.h"
-#include "origin.h"
+#include "swarm/swarm-int.h"
+#include "fetch/origin.h"
 #include "ws_log.h"
 
 typedef enum { UP_OPENING, UP_STREAMING, UP_CLOSING, UP_STATE_LAST } up_state_t;

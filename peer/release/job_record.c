@@ -1,7 +1,7 @@
 /* job.c - job records for resuming prefetches after a restart (job.h).
  * Worker threads only: every function here does blocking file I/O.
  */
-#include "job.h"
+#include "release/job_record.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "peer_config.h"
+#include "core/tunables.h"
 #include "ws_log.h"
 
 static int job_path(const char *root, const ws_hash_t *digest, char *buf,

@@ -1,7 +1,7 @@
 /* bufpool.c - bounded buffer pool with a FIFO of parked waiters.
  * Loop thread only. See bufpool.h.
  */
-#include "bufpool.h"
+#include "core/bufpool.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * the transfer and the store handle (which stays open while the file holds
  * a chunk INFLIGHT).
  */
-#include "origin.h"
+#include "fetch/origin.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "chunkw.h"
-#include "peer_config.h"
-#include "swarm.h"
+#include "core/bufpool.h"
+#include "fetch/chunk_writer.h"
+#include "core/tunables.h"
+#include "swarm/swarm.h"
 #include "ws_log.h"
 
 typedef enum {

@@ -6,7 +6,7 @@
  * Borrows: the release and its files (counters are read, never written).
  * Thread: loop thread.
  */
-#include "release-int.h"
+#include "release/release-int.h"
 
 #include <assert.h>
 #include <cjson/cJSON.h>
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "file.h"
-#include "peer_config.h"
+#include "fetch/file.h"
+#include "core/tunables.h"
 
 struct peer_waiter_s {
   peer_waiter_t *next;

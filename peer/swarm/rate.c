@@ -10,7 +10,7 @@
  */
 #include <uv.h>
 
-#include "swarm-int.h"
+#include "swarm/swarm-int.h"
 
 void peer_rate_init(peer_rate_t *r, uint64_t bytes_per_s) {
   r->rate = bytes_per_s;

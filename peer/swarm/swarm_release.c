@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swarm-int.h" /* first: see its note on ws_manifest_t */
-#include "origin.h"
+#include "swarm/swarm-int.h" /* first: see its note on ws_manifest_t */
+#include "fetch/origin.h"
 #include "ws_log.h"
 
 static const char *srel_state_name(peer_srel_state_t st) {

@@ -4,7 +4,7 @@
  * Owns: the request's buffer until done, which takes it.
  * Thread: loop thread (the S3 client's callbacks).
  */
-#include "s3get.h"
+#include "fetch/s3_small.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -21,7 +21,7 @@
 #define PEER_ORIGIN_H
 
 #include "daemon.h"
-#include "file.h"
+#include "fetch/file.h"
 
 /* Creates the fetcher on d (its s3 client and buffer pool). */
 int peer_origin_new(peer_daemon_t *d, unsigned max_inflight,

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "digest.h"
-#include "file.h"
+#include "fetch/file.h"
 
 struct peer_buf_s;
 

@@ -28,8 +28,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "swarm-int.h" /* first: see its note on ws_manifest_t */
-#include "origin.h"
+#include "swarm/swarm-int.h" /* first: see its note on ws_manifest_t */
+#include "fetch/origin.h"
 #include "ws_log.h"
 
 static uint64_t picker_rand(peer_swarm_t *s) {

@@ -1,0 +1,36 @@
+/* settings.h - what the operator set for p2pd: long flags, P2P_*
+ * environment, the JSON config file, defaults (config.c fills it; the
+ * defaults and compile-time limits are in tunables.h). Read-only after
+ * start-up; every module borrows it through its context (ctx.h).
+ */
+#ifndef PEER_CORE_SETTINGS_H
+#define PEER_CORE_SETTINGS_H
+
+#include <stdint.h>
+
+#include "ws_log.h"
+
+typedef struct {
+  char *cache_dir;         /* --cache DIR (required) */
+  char *api_socket;        /* --api SOCKET */
+  char *http;              /* --http HOST:PORT: API also on TCP, or NULL */
+  char *listen;            /* --listen HOST:PORT (swarm mode), or NULL */
+  char *tracker;           /* --tracker HOST:PORT; NULL = standalone */
+  char *cluster_key_file;  /* --cluster-key FILE, or NULL */
+  char *config_file;       /* --config FILE, or NULL */
+  uint64_t capacity_bytes; /* --capacity; 0 = unlimited */
+  unsigned s3_concurrency; /* --s3-concurrency */
+  ws_log_level_t log_level;
+  /* Swarm mode: on when listen or tracker is set. */
+  int swarm;
+  uint8_t cluster_key[32]; /* from cluster_key_file; all-zero without */
+  int has_cluster_key;
+  char *node_id;          /* --node-id, or random hex */
+  char *zone;             /* --zone, or NULL */
+  uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */
+  uint64_t download_rate; /* --download-rate BYTES/s; 0 = unlimited */
+  unsigned max_neighbors; /* --max-neighbors */
+  int test_corrupt_serve; /* --test-corrupt-serve (fault-inject builds) */
+} peer_settings_t;
+
+#endif
