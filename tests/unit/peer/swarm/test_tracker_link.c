@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trk_client.h"
+#include "swarm/tracker_link.h"
 #include "wire_fixture.h"
 
 #define MAX_ANN 8
