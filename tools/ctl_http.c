@@ -131,13 +131,46 @@ static int xfer_json(const xfer_t *x, const char *sock, cJSON **out) {
   return 0;
 }
 
+/* What curl's result means for the caller (and a line on stderr for the
+ * failures a user can act on). */
+static int xfer_result(xfer_t *x, CURLcode cc, const char *sock,
+                       long timeout_ms, const char *errbuf) {
+  long os_errno = 0;
+  if (cc == CURLE_OK) {
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->status);
+    return 0;
+  }
+  if (cc == CURLE_WRITE_ERROR && x->err != 0) {
+    if (x->err == WS_ELIMIT)
+      fprintf(stderr, "p2pctl: reply from p2pd at %s is too large\n", sock);
+    else if (x->err == -ENOMEM)
+      fprintf(stderr, "p2pctl: out of memory\n");
+    return x->err;
+  }
+  if (cc == CURLE_COULDNT_CONNECT) {
+    curl_easy_getinfo(x->curl, CURLINFO_OS_ERRNO, &os_errno);
+    fprintf(stderr,
+            "p2pctl: cannot reach p2pd at %s: %s (is p2pd running? "
+            "use --api SOCKET or P2P_API)\n",
+            sock, os_errno != 0 ? strerror((int)os_errno) : errbuf);
+    return -ECONNREFUSED;
+  }
+  if (cc == CURLE_OPERATION_TIMEDOUT) {
+    fprintf(stderr, "p2pctl: p2pd at %s did not answer within %ld ms\n", sock,
+            timeout_ms);
+    return WS_ETIMEOUT;
+  }
+  fprintf(stderr, "p2pctl: request to p2pd at %s failed: %s\n", sock,
+          errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
+  return WS_EHTTP;
+}
+
 static int xfer_run(const char *sock, const char *method, const char *path,
                     const cJSON *body, long timeout_ms, xfer_t *x) {
   char url[1024], errbuf[CURL_ERROR_SIZE] = "";
   struct curl_slist *hdrs = NULL, *h;
   char *json = NULL;
   CURLcode cc;
-  long os_errno = 0;
   int rc = WS_EHTTP;
 
   if (snprintf(url, sizeof(url), "http://localhost%s", path) >=
@@ -185,31 +218,7 @@ static int xfer_run(const char *sock, const char *method, const char *path,
   curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, xfer_write);
   curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
   cc = curl_easy_perform(x->curl);
-  if (cc == CURLE_OK) {
-    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->status);
-    rc = 0;
-  } else if (cc == CURLE_WRITE_ERROR && x->err != 0) {
-    rc = x->err;
-    if (rc == WS_ELIMIT)
-      fprintf(stderr, "p2pctl: reply from p2pd at %s is too large\n", sock);
-    else if (rc == -ENOMEM)
-      fprintf(stderr, "p2pctl: out of memory\n");
-  } else if (cc == CURLE_COULDNT_CONNECT) {
-    curl_easy_getinfo(x->curl, CURLINFO_OS_ERRNO, &os_errno);
-    fprintf(stderr,
-            "p2pctl: cannot reach p2pd at %s: %s (is p2pd running? "
-            "use --api SOCKET or P2P_API)\n",
-            sock, os_errno != 0 ? strerror((int)os_errno) : errbuf);
-    rc = -ECONNREFUSED;
-  } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-    fprintf(stderr, "p2pctl: p2pd at %s did not answer within %ld ms\n", sock,
-            timeout_ms);
-    rc = WS_ETIMEOUT;
-  } else {
-    fprintf(stderr, "p2pctl: request to p2pd at %s failed: %s\n", sock,
-            errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
-    rc = WS_EHTTP;
-  }
+  rc = xfer_result(x, cc, sock, timeout_ms, errbuf);
 
 cleanup_easy:
   curl_easy_cleanup(x->curl);

@@ -556,6 +556,89 @@ static int build_manifest(const pub_args_t *a, const char *model,
   return rc;
 }
 
+/* Model name: --model, else the last component of the prefix. New string
+ * or NULL. */
+static char *model_name(const pub_args_t *a, const char *prefix) {
+  if (a->model)
+    return strdup(a->model);
+  size_t pl = strlen(prefix);
+  size_t end = pl ? pl - 1 : 0, start = end;
+  while (start > 0 && prefix[start - 1] != '/')
+    start--;
+  return end > start ? strndup(prefix + start, end - start) : NULL;
+}
+
+/* One upload record per file of m, its object under release. 0 or -1. */
+static int pub_files_init(pub_t *p, const pub_args_t *a, const ws_manifest_t *m,
+                          const char *release) {
+  for (size_t i = 0; i < p->nfiles; i++) {
+    pfile_t *f = &p->files[i];
+    f->pub = p;
+    f->mf = &m->files[i];
+    f->fd = -1;
+    f->size = m->files[i].size;
+    ws_hash_to_hex(&m->files[i].sha256, f->sha_hex);
+    f->path = str_cat3(a->dir, "/", m->files[i].name);
+    f->key = str_cat3(release, "", m->files[i].name);
+    if (!f->path || !f->key)
+      return -1;
+    p->total += f->size;
+  }
+  return 0;
+}
+
+/* The signature (with --sign-key), then manifest.json, written last so the
+ * release is complete when it appears. 0, CTL_EXIT_FAIL for a bad key, or
+ * an upload error. */
+static int put_manifest(pub_t *p, const pub_args_t *a, const char *release,
+                        const char *mbuf, size_t mlen) {
+  int rc;
+  if (a->sign_key) {
+    ws_sig_secret_t sk;
+    ws_sig_pub_t pk;
+    ws_sig_t sig;
+    rc = ws_sig_secret_load(a->sign_key, &sk, &pk);
+    if (rc == 0) {
+      rc = ws_sig_sign(mbuf, mlen, &sk, &sig);
+      ws_sig_secret_wipe(&sk);
+    }
+    if (rc) {
+      fprintf(stderr, "p2pctl publish: --sign-key %s: %s\n", a->sign_key,
+              ws_strerror(rc));
+      return CTL_EXIT_FAIL;
+    }
+    char *k = str_cat3(release, "", "manifest.json.sig");
+    rc = k ? put_bytes(p, k, sig.b, sizeof(sig.b)) : -ENOMEM;
+    free(k);
+    if (rc)
+      return rc;
+  }
+  char *mk = str_cat3(release, "", "manifest.json");
+  rc = mk ? put_bytes(p, mk, mbuf, mlen) : -ENOMEM;
+  free(mk);
+  return rc;
+}
+
+static void print_result(const pub_t *p, const pub_args_t *a,
+                         const char *bucket, const char *release,
+                         const char *digest) {
+  uint64_t sent = p->uploaded - p->skipped_bytes;
+  if (a->json) {
+    char uri[4096];
+    snprintf(uri, sizeof(uri), "s3://%s/%s", bucket, release);
+    printf("{\"digest\":\"%s\",\"uri\":", digest);
+    json_str(stdout, uri);
+    printf(",\"bytes_uploaded\":%" PRIu64 ",\"skipped\":%u,\"files\":%zu}\n",
+           sent, p->skipped, p->nfiles);
+  } else {
+    printf("%s\ns3://%s/%s\n", digest, bucket, release);
+    fprintf(stderr,
+            "published %zu files (%" PRIu64 " bytes uploaded, %u objects "
+            "already present)\n",
+            p->nfiles, sent, p->skipped);
+  }
+}
+
 int ctl_publish_main(int argc, char **argv) {
   pub_args_t a;
   if (args_parse(argc, argv, &a) != 0)
@@ -575,16 +658,7 @@ int ctl_publish_main(int argc, char **argv) {
   prefix = str_cat3(u.key, kl && u.key[kl - 1] != '/' ? "/" : "", "");
   if (!prefix)
     goto cleanup_uri;
-  /* Model name: --model, else the last component of the prefix. */
-  if (a.model) {
-    model = strdup(a.model);
-  } else {
-    size_t pl = strlen(prefix);
-    size_t end = pl ? pl - 1 : 0, start = end;
-    while (start > 0 && prefix[start - 1] != '/')
-      start--;
-    model = end > start ? strndup(prefix + start, end - start) : NULL;
-  }
+  model = model_name(&a, prefix);
   if ((rc = build_manifest(&a, model, &m, &mbuf, &mlen)))
     goto cleanup_uri;
   char digest[WS_DIGEST_STR_LEN + 1];
@@ -595,19 +669,8 @@ int ctl_publish_main(int argc, char **argv) {
   p.files = calloc(p.nfiles ? p.nfiles : 1, sizeof(pfile_t));
   if (!release || !p.files)
     goto cleanup_manifest;
-  for (size_t i = 0; i < p.nfiles; i++) {
-    pfile_t *f = &p.files[i];
-    f->pub = &p;
-    f->mf = &m->files[i];
-    f->fd = -1;
-    f->size = m->files[i].size;
-    ws_hash_to_hex(&m->files[i].sha256, f->sha_hex);
-    f->path = str_cat3(a.dir, "/", m->files[i].name);
-    f->key = str_cat3(release, "", m->files[i].name);
-    if (!f->path || !f->key)
-      goto cleanup_files;
-    p.total += f->size;
-  }
+  if (pub_files_init(&p, &a, m, release) != 0)
+    goto cleanup_files;
   p.total += mlen;
   if (uv_loop_init(&p.loop) != 0)
     goto cleanup_files;
@@ -631,51 +694,16 @@ int ctl_publish_main(int argc, char **argv) {
   ret = CTL_EXIT_ORIGIN;
   if (p.failed || !all_files_done(&p))
     goto cleanup_s3;
-  if (a.sign_key) {
-    ws_sig_secret_t sk;
-    ws_sig_pub_t pk;
-    ws_sig_t sig;
-    rc = ws_sig_secret_load(a.sign_key, &sk, &pk);
-    if (rc == 0) {
-      rc = ws_sig_sign(mbuf, mlen, &sk, &sig);
-      ws_sig_secret_wipe(&sk);
-    }
-    if (rc) {
-      fprintf(stderr, "p2pctl publish: --sign-key %s: %s\n", a.sign_key,
-              ws_strerror(rc));
+  if ((rc = put_manifest(&p, &a, release, mbuf, mlen)) != 0) {
+    if (rc == CTL_EXIT_FAIL)
       ret = CTL_EXIT_FAIL;
-      goto cleanup_s3;
-    }
-    char *k = str_cat3(release, "", "manifest.json.sig");
-    rc = k ? put_bytes(&p, k, sig.b, sizeof(sig.b)) : -ENOMEM;
-    free(k);
-    if (rc)
-      goto cleanup_s3;
-  }
-  char *mk = str_cat3(release, "", "manifest.json");
-  rc = mk ? put_bytes(&p, mk, mbuf, mlen) : -ENOMEM;
-  free(mk);
-  if (rc)
     goto cleanup_s3;
+  }
   if (p.progress) {
     on_bar(&p.bar);
     fputc('\n', stderr);
   }
-  uint64_t sent = p.uploaded - p.skipped_bytes;
-  if (a.json) {
-    char uri[4096];
-    snprintf(uri, sizeof(uri), "s3://%s/%s", u.bucket, release);
-    printf("{\"digest\":\"%s\",\"uri\":", digest);
-    json_str(stdout, uri);
-    printf(",\"bytes_uploaded\":%" PRIu64 ",\"skipped\":%u,\"files\":%zu}\n",
-           sent, p.skipped, p.nfiles);
-  } else {
-    printf("%s\ns3://%s/%s\n", digest, u.bucket, release);
-    fprintf(stderr,
-            "published %zu files (%" PRIu64 " bytes uploaded, %u objects "
-            "already present)\n",
-            p.nfiles, sent, p.skipped);
-  }
+  print_result(&p, &a, u.bucket, release, digest);
   ret = CTL_EXIT_OK;
 cleanup_s3:
   if (p.progress)
