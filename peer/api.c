@@ -1,22 +1,41 @@
 /* api.c - p2pd's local HTTP/JSON API (routes listed in docs/operations.md):
- * health, readiness, metrics, prefetch, release list/status/wait, pin,
- * unpin, evict, verify.
+ * health, readiness, metrics, prefetch, seed, release list/status/wait,
+ * pin, unpin, evict, verify.
  *
- * Owns nothing long-lived: each handler answers at once or hands the
- * request to a release (prefetch, wait) or to a worker job (pin, evict,
- * verify) that answers it. Thread: loop thread; *_work on workers.
+ * The only place where error codes of the release layer and of seed
+ * imports become HTTP statuses and bodies. Owns the HTTP server and the
+ * requests in flight: each handler answers at once, or watches a release
+ * until it settles (prefetch, wait), or hands the request to a worker job
+ * (pin, evict, verify) or a seed import that calls back. Borrows the
+ * context, the release table and the swarm.
+ * Thread: loop thread; *_work on workers.
  */
+#include "api.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#include "daemon.h"
 #include "core/tunables.h"
-#include "release/release.h"
+#include "metrics.h"
+#include "seed.h"
+#include "ws_httpd.h"
 #include "ws_log.h"
 
 #define API_RELEASES "/api/v1/releases"
+
+struct peer_api_s {
+  peer_ctx_t *ctx;
+  peer_releases_t *releases;
+  peer_swarm_t *swarm; /* NULL when standalone */
+  ws_httpd_t *srv;     /* NULL once closed */
+  int stopping;        /* peer_api_close was called */
+  void (*closed)(void *arg);
+  void *closed_arg;
+};
 
 int peer_api_status_for(int err) {
   switch (err) {
@@ -52,14 +71,17 @@ int peer_api_status_for(int err) {
 }
 
 /* Answers 503 unless the cache is open; returns 1 when it answered. */
-static int api_not_ready(peer_daemon_t *d, ws_httpd_req_t *req) {
-  if (peer_daemon_is_running(d))
+static int api_not_ready(const peer_api_t *api, ws_httpd_req_t *req) {
+  if (api->ctx->running)
     return 0;
   ws_httpd_reply_error(req, 503, WS_EBUSY,
-                       d->state == PEER_DAEMON_STARTING
-                           ? "p2pd is opening its cache"
-                           : "p2pd is stopping");
+                       api->stopping ? "p2pd is stopping"
+                                     : "p2pd is opening its cache");
   return 1;
+}
+
+static cJSON *api_str_json(const char *s) {
+  return s != NULL ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
 static void api_healthz(ws_httpd_req_t *req, void *arg) {
@@ -67,22 +89,116 @@ static void api_healthz(ws_httpd_req_t *req, void *arg) {
 }
 
 static void api_readyz(ws_httpd_req_t *req, void *arg) {
-  peer_daemon_t *d = arg;
-  if (peer_daemon_is_running(d))
+  peer_api_t *api = arg;
+  if (api->ctx->running)
     ws_httpd_reply(req, 200, "text/plain", "ready\n", 6);
   else
     ws_httpd_reply(req, 503, "text/plain", "not ready\n", 10);
 }
 
 static void api_metrics(ws_httpd_req_t *req, void *arg) {
-  peer_metrics_reply(arg, req);
+  peer_api_t *api = arg;
+  peer_metrics_reply(api->ctx, api->swarm, api->releases, req);
+}
+
+/* ---- watching releases: prefetch replies and waits ----------------------- */
+
+/* The prefetch reply: where the release is and will be. */
+static cJSON *api_prefetch_json(const peer_release_t *rel) {
+  cJSON *o = cJSON_CreateObject();
+  char path[4096];
+  if (o == NULL)
+    return NULL;
+  cJSON_AddItemToObject(o, "digest",
+                        api_str_json(peer_release_digest_str(rel)));
+  cJSON_AddStringToObject(o, "state",
+                          peer_release_state_name(peer_release_state(rel)));
+  cJSON_AddItemToObject(
+      o, "path",
+      api_str_json(peer_release_path(rel, path, sizeof(path)) == 0 ? path
+                                                                   : NULL));
+  return o;
+}
+
+/* Answers req for rel, settled as kind says (err 0), or at the timeout
+ * (WS_ETIMEOUT), or because p2pd stops (WS_ECANCELED). */
+static void api_reply_settled(ws_httpd_req_t *req, peer_release_t *rel,
+                              peer_release_watch_kind_t kind, int err) {
+  const char *msg;
+  int failed = peer_release_state(rel) == PEER_REL_FAILED;
+  int rel_err = peer_release_error(rel, &msg);
+  if (err == WS_ETIMEOUT)
+    ws_httpd_reply_error(req, 504, WS_ETIMEOUT,
+                         "release not ready before timeout_ms");
+  else if (err != 0)
+    ws_httpd_reply_error(req, 503, WS_ECANCELED, "p2pd stopping");
+  else if (kind == PEER_REL_WATCH_READY)
+    ws_httpd_reply_json(req, failed ? 409 : 200, peer_release_json(rel));
+  else if (failed)
+    ws_httpd_reply_error(req, peer_api_status_for(rel_err), rel_err, msg);
+  else
+    ws_httpd_reply_json(req, 200, api_prefetch_json(rel));
+}
+
+static void api_on_resolved(void *arg, peer_release_t *rel, int err) {
+  api_reply_settled(arg, rel, PEER_REL_WATCH_RESOLVED, err);
+}
+
+static void api_on_ready(void *arg, peer_release_t *rel, int err) {
+  api_reply_settled(arg, rel, PEER_REL_WATCH_READY, err);
+}
+
+/* The client went away before rel settled. */
+static void api_watch_gone(ws_httpd_req_t *req, void *arg) {
+  peer_release_unwatch(arg);
+  ws_httpd_req_drop(req);
+}
+
+/* Answers req now if rel is settled as kind says, else once it is (or at
+ * timeout_ms; 0: none). Takes req. */
+static void api_watch(ws_httpd_req_t *req, peer_release_t *rel,
+                      peer_release_watch_kind_t kind, uint64_t timeout_ms) {
+  peer_release_watch_t *w;
+  if (peer_release_settled(rel, kind)) {
+    api_reply_settled(req, rel, kind, 0);
+    return;
+  }
+  int rc = peer_release_watch(
+      rel, kind, timeout_ms,
+      kind == PEER_REL_WATCH_READY ? api_on_ready : api_on_resolved, req, &w);
+  if (rc == WS_ELIMIT)
+    ws_httpd_reply_error(req, 503, WS_ELIMIT, "too many requests waiting");
+  else if (rc != 0)
+    ws_httpd_reply_error(req, 503, rc, NULL);
+  else
+    ws_httpd_req_on_gone(req, api_watch_gone, w);
+}
+
+/* Status of a prefetch the release table refused before any job ran. */
+static int api_prefetch_refused_status(int err, const char *why) {
+  if (why == NULL)
+    return 500;
+  switch (err) {
+  case WS_EUSAGE:
+    return 400;
+  case WS_EDIGEST:
+    return 422;
+  case WS_ENOTFOUND:
+    return 404;
+  case WS_EBUSY:
+    return 503; /* too many releases being fetched: try again later */
+  default:
+    return 500;
+  }
 }
 
 static void api_prefetch(ws_httpd_req_t *req, void *arg) {
-  peer_daemon_t *d = arg;
+  peer_api_t *api = arg;
   cJSON *body = NULL;
   ws_hash_t expect;
-  if (api_not_ready(d, req))
+  peer_release_t *rel;
+  const char *why;
+  if (api_not_ready(api, req))
     return;
   if (ws_httpd_req_json(req, &body) != 0 || !cJSON_IsObject(body)) {
     ws_httpd_reply_error(req, 400, WS_EJSON, "body must be a JSON object");
@@ -105,14 +221,22 @@ static void api_prefetch(ws_httpd_req_t *req, void *arg) {
     ws_httpd_reply_error(req, 400, WS_EUSAGE, "give uri and/or digest");
     goto free_body;
   }
-  peer_release_prefetch(d, u, has_expect ? &expect : NULL, req);
+  int rc = peer_release_prefetch(api->releases, u, has_expect ? &expect : NULL,
+                                 &rel, &why);
+  if (rc != 0) {
+    ws_httpd_reply_error(req, api_prefetch_refused_status(rc, why), rc, why);
+  } else {
+    /* Answered once the release has left BEGINNING or failed. */
+    api_watch(req, rel, PEER_REL_WATCH_RESOLVED, 0);
+    peer_release_unref(rel);
+  }
 free_body:
   cJSON_Delete(body);
 }
 
 static void api_list(ws_httpd_req_t *req, void *arg) {
-  peer_daemon_t *d = arg;
-  if (api_not_ready(d, req))
+  peer_api_t *api = arg;
+  if (api_not_ready(api, req))
     return;
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "releases");
@@ -123,12 +247,13 @@ static void api_list(ws_httpd_req_t *req, void *arg) {
   }
   /* The list is newest first; show oldest first like `ls -tr`. */
   size_t n = 0;
-  for (peer_release_t *r = d->releases; r != NULL; r = r->next)
+  for (peer_release_t *r = peer_releases_first(api->releases); r != NULL;
+       r = peer_release_next(r))
     n++;
   for (size_t i = n; i-- > 0;) {
-    peer_release_t *r = d->releases;
+    peer_release_t *r = peer_releases_first(api->releases);
     for (size_t k = 0; k < i; k++)
-      r = r->next;
+      r = peer_release_next(r);
     cJSON_AddItemToArray(arr, peer_release_json(r));
   }
   ws_httpd_reply_json(req, 200, o);
@@ -139,7 +264,7 @@ static void api_list(ws_httpd_req_t *req, void *arg) {
 typedef enum { ACT_PIN, ACT_UNPIN, ACT_EVICT, ACT_VERIFY } api_action_t;
 
 typedef struct {
-  peer_daemon_t *d;
+  peer_api_t *api;
   ws_httpd_req_t *req;
   api_action_t act;
   ws_hash_t digest;
@@ -158,7 +283,7 @@ static void api_job_free(api_job_t *job) {
 }
 
 static void api_verify(api_job_t *job) {
-  ws_store_t *st = job->d->store;
+  ws_store_t *st = job->api->ctx->store;
   char *bytes = NULL;
   size_t len = 0;
   ws_manifest_t *m = NULL;
@@ -190,7 +315,7 @@ free_m:
 
 static void api_job_work(void *arg) {
   api_job_t *job = arg;
-  ws_cache_t *c = ws_store_cache(job->d->store);
+  ws_cache_t *c = ws_store_cache(job->api->ctx->store);
   switch (job->act) {
   case ACT_PIN:
   case ACT_UNPIN:
@@ -207,10 +332,9 @@ static void api_job_work(void *arg) {
 
 static void api_job_after(void *arg, int status) {
   api_job_t *job = arg;
-  peer_daemon_t *d = job->d;
   ws_httpd_req_t *req = job->req;
   int rc = status != 0 ? status : job->status;
-  peer_release_t *rel = peer_release_find(d, &job->digest);
+  peer_release_t *rel = peer_release_find(job->api->releases, &job->digest);
   char ds[WS_DIGEST_STR_LEN + 1];
   ws_digest_to_str(&job->digest, ds);
   if (job->act == ACT_EVICT && rc == WS_ENOTFOUND)
@@ -227,13 +351,14 @@ static void api_job_after(void *arg, int status) {
       ws_httpd_reply_error(req, 404, WS_ENOTFOUND, NULL);
       break;
     }
-    rel->pinned = job->act == ACT_PIN;
-    WS_LOGI("release %s: %s", ds, rel->pinned ? "pinned" : "unpinned");
+    peer_release_set_pinned(rel, job->act == ACT_PIN);
+    WS_LOGI("release %s: %s", ds,
+            peer_release_pinned(rel) ? "pinned" : "unpinned");
     ws_httpd_reply_json(req, 200, peer_release_json(rel));
     break;
   case ACT_EVICT: {
-    if (rel != NULL &&
-        (rel->state == PEER_REL_READY || rel->state == PEER_REL_FAILED))
+    if (rel != NULL && (peer_release_state(rel) == PEER_REL_READY ||
+                        peer_release_state(rel) == PEER_REL_FAILED))
       peer_release_remove(rel);
     WS_LOGI("release %s: evicted", ds);
     cJSON *o = cJSON_CreateObject();
@@ -266,19 +391,20 @@ done:
   api_job_free(job);
 }
 
-static void api_action(peer_daemon_t *d, ws_httpd_req_t *req,
+static void api_action(peer_api_t *api, ws_httpd_req_t *req,
                        peer_release_t *rel, api_action_t act) {
-  if (act == ACT_EVICT && rel->state == PEER_REL_FAILED) {
+  peer_release_state_t state = peer_release_state(rel);
+  if (act == ACT_EVICT && state == PEER_REL_FAILED) {
     /* Nothing published: only the list entry goes. */
     peer_release_remove(rel);
     ws_httpd_reply(req, 200, "application/json", "{\"evicted\":true}", 16);
     return;
   }
-  if (rel->state != PEER_REL_READY) {
+  if (state != PEER_REL_READY) {
     ws_httpd_reply_error(req, 409, WS_EBUSY, "release is not ready");
     return;
   }
-  if (act == ACT_EVICT && rel->pinned) {
+  if (act == ACT_EVICT && peer_release_pinned(rel)) {
     ws_httpd_reply_error(req, 409, WS_EBUSY, "release is pinned; unpin first");
     return;
   }
@@ -287,38 +413,85 @@ static void api_action(peer_daemon_t *d, ws_httpd_req_t *req,
     ws_httpd_reply_error(req, 503, -ENOMEM, NULL);
     return;
   }
-  job->d = d;
+  job->api = api;
   job->req = req;
   job->act = act;
-  job->digest = rel->digest;
-  int rc = peer_daemon_queue(d, api_job_work, api_job_after, job);
+  job->digest = *peer_release_digest(rel); /* READY: known */
+  int rc = peer_ctx_queue(api->ctx, api_job_work, api_job_after, job);
   if (rc != 0) {
     free(job);
     ws_httpd_reply_error(req, 503, rc, NULL);
   }
 }
 
-void peer_api_pin(peer_daemon_t *d, ws_httpd_req_t *req, peer_release_t *rel,
-                  int pin) {
-  api_action(d, req, rel, pin ? ACT_PIN : ACT_UNPIN);
+/* ---- POST /api/v1/seed --------------------------------------------------- */
+
+static void api_seed_done(void *arg, int err, const char *msg,
+                          peer_release_t *rel) {
+  ws_httpd_req_t *req = arg;
+  cJSON *o;
+  if (err != 0)
+    ws_httpd_reply_error(req, peer_api_status_for(err), err, msg);
+  else if ((o = peer_release_json(rel)) == NULL)
+    ws_httpd_reply_error(req, peer_api_status_for(-ENOMEM), -ENOMEM,
+                         "out of memory");
+  else
+    ws_httpd_reply_json(req, 200, o);
 }
 
-/* POST /api/v1/seed (seed.c) */
-static void api_seed(ws_httpd_req_t *req, void *arg) {
-  peer_daemon_t *d = arg;
-  if (api_not_ready(d, req))
+/* {"digest"}: pin a READY release (it is announced as a seed like every
+ * ready release). */
+static void api_seed_pin(peer_api_t *api, ws_httpd_req_t *req, const char *ds) {
+  ws_hash_t digest;
+  if (ws_digest_from_str(ds, &digest) != 0) {
+    ws_httpd_reply_error(req, 400, WS_EUSAGE, "digest: want sha256-<hex>");
     return;
-  peer_seed_handle(d, req);
+  }
+  peer_release_t *rel = peer_release_find(api->releases, &digest);
+  if (rel == NULL)
+    ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "release not in this cache");
+  else if (peer_release_state(rel) != PEER_REL_READY)
+    ws_httpd_reply_error(req, 409, WS_EBUSY, "release not ready yet");
+  else
+    api_action(api, req, rel, ACT_PIN);
+}
+
+/* {"digest"} pins; {"dir", "manifest"} imports a local directory (seed.h). */
+static void api_seed(ws_httpd_req_t *req, void *arg) {
+  peer_api_t *api = arg;
+  cJSON *body = NULL;
+  if (api_not_ready(api, req))
+    return;
+  if (ws_httpd_req_json(req, &body) != 0 || !cJSON_IsObject(body)) {
+    ws_httpd_reply_error(req, 400, WS_EJSON, "body must be a JSON object");
+    goto free_body;
+  }
+  const cJSON *jd = cJSON_GetObjectItemCaseSensitive(body, "digest");
+  const cJSON *jdir = cJSON_GetObjectItemCaseSensitive(body, "dir");
+  const cJSON *jm = cJSON_GetObjectItemCaseSensitive(body, "manifest");
+  if (cJSON_IsString(jd)) {
+    api_seed_pin(api, req, jd->valuestring);
+  } else if (!cJSON_IsString(jdir) || jdir->valuestring[0] != '/' ||
+             !cJSON_IsString(jm) || jm->valuestring[0] == '\0') {
+    ws_httpd_reply_error(req, 400, WS_EUSAGE,
+                         "want {\"digest\"} or {\"dir\": absolute path, "
+                         "\"manifest\": absolute path or s3:// URI}");
+  } else if (peer_seed_import(api->ctx, api->releases, jdir->valuestring,
+                              jm->valuestring, api_seed_done, req) != 0) {
+    ws_httpd_reply_error(req, 500, -ENOMEM, "out of memory");
+  }
+free_body:
+  cJSON_Delete(body);
 }
 
 /* /api/v1/releases/<digest>[/action] */
 static void api_release(ws_httpd_req_t *req, void *arg) {
-  peer_daemon_t *d = arg;
+  peer_api_t *api = arg;
   const char *method = ws_httpd_req_method(req);
   const char *rest = ws_httpd_req_path_rest(req);
   char ds[WS_DIGEST_STR_LEN + 1];
   ws_hash_t digest;
-  if (api_not_ready(d, req))
+  if (api_not_ready(api, req))
     return;
   size_t n = strcspn(rest, "/");
   if (n != WS_DIGEST_STR_LEN) {
@@ -332,7 +505,7 @@ static void api_release(ws_httpd_req_t *req, void *arg) {
     ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "want sha256-<64 hex>");
     return;
   }
-  peer_release_t *rel = peer_release_find(d, &digest);
+  peer_release_t *rel = peer_release_find(api->releases, &digest);
   if (rel == NULL) {
     ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "unknown release");
     return;
@@ -341,7 +514,7 @@ static void api_release(ws_httpd_req_t *req, void *arg) {
   if (*action == '\0' && get) {
     ws_httpd_reply_json(req, 200, peer_release_json(rel));
   } else if (*action == '\0' && strcmp(method, "DELETE") == 0) {
-    api_action(d, req, rel, ACT_EVICT);
+    api_action(api, req, rel, ACT_EVICT);
   } else if (strcmp(action, "wait") == 0 && get) {
     char buf[32];
     uint64_t timeout_ms = PEER_WAIT_TIMEOUT_DEFAULT_MS;
@@ -355,19 +528,21 @@ static void api_release(ws_httpd_req_t *req, void *arg) {
       }
       timeout_ms = v > PEER_WAIT_TIMEOUT_MAX_MS ? PEER_WAIT_TIMEOUT_MAX_MS : v;
     }
-    peer_release_wait(rel, req, timeout_ms);
+    api_watch(req, rel, PEER_REL_WATCH_READY, timeout_ms);
   } else if (strcmp(action, "pin") == 0 && post) {
-    api_action(d, req, rel, ACT_PIN);
+    api_action(api, req, rel, ACT_PIN);
   } else if (strcmp(action, "unpin") == 0 && post) {
-    api_action(d, req, rel, ACT_UNPIN);
+    api_action(api, req, rel, ACT_UNPIN);
   } else if (strcmp(action, "verify") == 0 && post) {
-    api_action(d, req, rel, ACT_VERIFY);
+    api_action(api, req, rel, ACT_VERIFY);
   } else {
     ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "no such action");
   }
 }
 
-int peer_api_routes(peer_daemon_t *d, ws_httpd_t *srv) {
+/* ---- the server ---------------------------------------------------------- */
+
+static int api_routes(peer_api_t *api) {
   static const struct {
     const char *method, *path;
     ws_httpd_match_t match;
@@ -384,10 +559,85 @@ int peer_api_routes(peer_daemon_t *d, ws_httpd_t *srv) {
       {"DELETE", API_RELEASES "/", WS_HTTPD_MATCH_PREFIX, api_release},
   };
   for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-    int rc = ws_httpd_route(srv, routes[i].method, routes[i].path,
-                            routes[i].match, routes[i].cb, d);
+    int rc = ws_httpd_route(api->srv, routes[i].method, routes[i].path,
+                            routes[i].match, routes[i].cb, api);
     if (rc != 0)
       return rc;
   }
   return 0;
+}
+
+/* Listens on the unix socket (making its directory, e.g. /run/p2pd, which
+ * may not exist yet: this runs before the loop does) and on --http. */
+static int api_listen(peer_api_t *api) {
+  const peer_settings_t *cfg = api->ctx->cfg;
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s", cfg->api_socket);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL && slash != dir) {
+    *slash = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+      WS_LOGW("mkdir %s: %s", dir, strerror(errno));
+  }
+  int rc =
+      ws_httpd_listen_unix(api->srv, cfg->api_socket, PEER_API_SOCKET_MODE);
+  if (rc != 0) {
+    WS_LOGE("api: cannot listen on %s: %s", cfg->api_socket, ws_strerror(rc));
+    return rc;
+  }
+  if (cfg->http != NULL) {
+    int port = 0;
+    rc = ws_httpd_listen_tcp(api->srv, cfg->http, &port);
+    if (rc != 0) {
+      WS_LOGE("api: cannot listen on %s: %s", cfg->http, ws_strerror(rc));
+      return rc;
+    }
+    WS_LOGI("api: also on %s (port %d)", cfg->http, port);
+  }
+  WS_LOGI("api: listening on %s", cfg->api_socket);
+  return 0;
+}
+
+int peer_api_new(peer_ctx_t *ctx, peer_releases_t *releases,
+                 peer_swarm_t *swarm, peer_api_t **out) {
+  ws_httpd_config_t hc = {
+      .max_body_bytes = PEER_API_MAX_BODY_BYTES,
+      .max_conns = PEER_API_MAX_CONNS,
+      .idle_timeout_ms = PEER_API_IDLE_TIMEOUT_MS,
+      .name = "api",
+  };
+  peer_api_t *api = calloc(1, sizeof(*api));
+  if (api == NULL)
+    return -ENOMEM;
+  api->ctx = ctx;
+  api->releases = releases;
+  api->swarm = swarm;
+  *out = api;
+  int rc = ws_httpd_new(ctx->loop, &hc, &api->srv);
+  if (rc == 0)
+    rc = api_routes(api);
+  if (rc == 0)
+    rc = api_listen(api);
+  return rc;
+}
+
+static void api_srv_closed(ws_httpd_t *srv, void *arg) {
+  peer_api_t *api = arg;
+  api->srv = NULL;
+  if (api->closed != NULL)
+    api->closed(api->closed_arg);
+}
+
+void peer_api_close(peer_api_t *api, void (*closed)(void *arg), void *arg) {
+  api->stopping = 1;
+  api->closed = closed;
+  api->closed_arg = arg;
+  if (api->srv != NULL)
+    ws_httpd_close(api->srv, api_srv_closed, api);
+  else if (closed != NULL)
+    closed(arg);
+}
+
+void peer_api_free(peer_api_t *api) {
+  free(api);
 }

@@ -138,30 +138,28 @@ static int config_parse_uint(const char *s, unsigned min, unsigned max,
 }
 
 /* Reads the JSON config file into file_vals (new strings). */
-static int config_file_read(const char *path, char *file_vals[KEY_LAST]) {
+/* Reads the whole config file into *out (new, NUL-terminated). Blocking:
+ * start-up only. Prints the reason on failure. */
+static int config_file_slurp(const char *path, char **out, size_t *outlen) {
   int rc = 0;
-  char *buf = NULL;
-  cJSON *root = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     rc = -errno;
     fprintf(stderr, "p2pd: --config %s: %s\n", path, ws_strerror(rc));
     return rc;
   }
-  buf = malloc(PEER_CONFIG_FILE_MAX_BYTES + 1);
-  if (buf == NULL) {
-    rc = -ENOMEM;
-    goto close_fd;
-  }
+  char *buf = malloc(PEER_CONFIG_FILE_MAX_BYTES + 1);
   size_t len = 0;
-  for (;;) {
+  if (buf == NULL)
+    rc = -ENOMEM;
+  while (rc == 0) {
     ssize_t n = read(fd, buf + len, PEER_CONFIG_FILE_MAX_BYTES + 1 - len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
       rc = -errno;
       fprintf(stderr, "p2pd: --config %s: %s\n", path, ws_strerror(rc));
-      goto free_buf;
+      break;
     }
     if (n == 0)
       break;
@@ -170,54 +168,65 @@ static int config_file_read(const char *path, char *file_vals[KEY_LAST]) {
       rc = WS_ELIMIT;
       fprintf(stderr, "p2pd: --config %s: larger than %u bytes\n", path,
               PEER_CONFIG_FILE_MAX_BYTES);
-      goto free_buf;
     }
   }
-  root = cJSON_ParseWithLength(buf, len);
+  close(fd);
+  if (rc != 0) {
+    free(buf);
+    return rc;
+  }
+  buf[len] = '\0';
+  *out = buf;
+  *outlen = len;
+  return 0;
+}
+
+/* One key of the config file into file_vals (a copy of its value). */
+static int config_file_key(const char *path, const cJSON *it,
+                           char *file_vals[KEY_LAST]) {
+  int k;
+  for (k = 0; k < KEY_LAST; k++) {
+    if (k != KEY_CONFIG && strcmp(it->string, k_keys[k].flag) == 0)
+      break;
+  }
+  if (k == KEY_LAST) {
+    fprintf(stderr, "p2pd: --config %s: unknown key '%s'\n", path, it->string);
+    return WS_EUSAGE;
+  }
+  char num[32];
+  const char *v = NULL;
+  if (cJSON_IsString(it)) {
+    v = it->valuestring;
+  } else if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
+             it->valuedouble < 1.8e19) {
+    snprintf(num, sizeof(num), "%.0f", it->valuedouble);
+    v = num;
+  } else {
+    fprintf(stderr, "p2pd: --config %s: '%s' must be a string or number\n",
+            path, it->string);
+    return WS_EUSAGE;
+  }
+  free(file_vals[k]);
+  file_vals[k] = strdup(v);
+  return file_vals[k] != NULL ? 0 : -ENOMEM;
+}
+
+static int config_file_read(const char *path, char *file_vals[KEY_LAST]) {
+  char *buf = NULL;
+  size_t len = 0;
+  int rc = config_file_slurp(path, &buf, &len);
+  if (rc != 0)
+    return rc;
+  cJSON *root = cJSON_ParseWithLength(buf, len);
   if (root == NULL || !cJSON_IsObject(root)) {
     rc = WS_EUSAGE;
     fprintf(stderr, "p2pd: --config %s: not a JSON object\n", path);
-    goto free_json;
   }
-  for (cJSON *it = root->child; it != NULL; it = it->next) {
-    int k;
-    for (k = 0; k < KEY_LAST; k++) {
-      if (k != KEY_CONFIG && strcmp(it->string, k_keys[k].flag) == 0)
-        break;
-    }
-    if (k == KEY_LAST) {
-      rc = WS_EUSAGE;
-      fprintf(stderr, "p2pd: --config %s: unknown key '%s'\n", path,
-              it->string);
-      goto free_json;
-    }
-    char num[32];
-    const char *v = NULL;
-    if (cJSON_IsString(it)) {
-      v = it->valuestring;
-    } else if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
-               it->valuedouble < 1.8e19) {
-      snprintf(num, sizeof(num), "%.0f", it->valuedouble);
-      v = num;
-    } else {
-      rc = WS_EUSAGE;
-      fprintf(stderr, "p2pd: --config %s: '%s' must be a string or number\n",
-              path, it->string);
-      goto free_json;
-    }
-    free(file_vals[k]);
-    file_vals[k] = strdup(v);
-    if (file_vals[k] == NULL) {
-      rc = -ENOMEM;
-      goto free_json;
-    }
-  }
-free_json:
+  for (cJSON *it = root != NULL ? root->child : NULL; rc == 0 && it != NULL;
+       it = it->next)
+    rc = config_file_key(path, it, file_vals);
   cJSON_Delete(root);
-free_buf:
   free(buf);
-close_fd:
-  close(fd);
   return rc;
 }
 

@@ -1,9 +1,10 @@
-/* daemon.c - p2pd's lifecycle (state diagram in daemon.h): setup, the
- * startup scan of the cache, signals, systemd notification, worker job
- * accounting and the ordered shutdown.
+/* daemon.c - p2pd's lifecycle (state diagram in daemon.h): setup and
+ * wiring (context, files, origin, swarm with its want hook into the
+ * release table, releases, API), the startup scan of the cache, signals,
+ * systemd notification and the ordered shutdown.
  *
  * Owns the loop and every top-level object on it. Thread: loop thread;
- * daemon_open_work runs on a worker.
+ * daemon_open_work and daemon_store_close_work run on workers.
  */
 #include "daemon.h"
 
@@ -19,12 +20,8 @@
 #include <unistd.h>
 
 #include "core/bufpool.h"
-#include "fetch/file.h"
-#include "release/job_record.h"
-#include "fetch/origin.h"
 #include "core/tunables.h"
-#include "release/release.h"
-#include "swarm/swarm.h"
+#include "release/job_record.h"
 #include "ws_log.h"
 
 /* Shutdown steps, driven by stop_timer while STOPPING. */
@@ -54,16 +51,9 @@ static void daemon_set_state(peer_daemon_t *d, peer_daemon_state_t to) {
   WS_LOGD("daemon: %s -> %s", daemon_state_name(d->state),
           daemon_state_name(to));
   d->state = to;
-}
-
-uint64_t peer_daemon_now_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-int peer_daemon_is_running(const peer_daemon_t *d) {
-  return d->state == PEER_DAEMON_RUNNING;
+  /* Modules see the lifecycle only as this flag: no new work after it
+   * drops. */
+  d->ctx.running = to == PEER_DAEMON_RUNNING;
 }
 
 /* ---- systemd notification (sd_notify protocol, no libsystemd) ---------- */
@@ -96,55 +86,11 @@ static void daemon_notify(const char *msg) {
   close(fd);
 }
 
-/* ---- worker jobs -------------------------------------------------------- */
-
-typedef struct {
-  uv_work_t w;
-  peer_daemon_t *d;
-  peer_work_fn work;
-  peer_after_fn after;
-  void *arg;
-} daemon_job_t;
-
-static void daemon_job_work(uv_work_t *w) {
-  daemon_job_t *j = w->data;
-  j->work(j->arg);
-}
-
-static void daemon_job_after(uv_work_t *w, int status) {
-  daemon_job_t *j = w->data;
-  peer_daemon_t *d = j->d;
-  peer_after_fn after = j->after;
-  void *arg = j->arg;
-  free(j);
-  assert(d->jobs > 0);
-  d->jobs--;
-  after(arg, status);
-}
-
-int peer_daemon_queue(peer_daemon_t *d, peer_work_fn work, peer_after_fn after,
-                      void *arg) {
-  daemon_job_t *j = calloc(1, sizeof(*j));
-  if (j == NULL)
-    return -ENOMEM;
-  j->d = d;
-  j->work = work;
-  j->after = after;
-  j->arg = arg;
-  j->w.data = j;
-  int rc = uv_queue_work(&d->loop, &j->w, daemon_job_work, daemon_job_after);
-  if (rc != 0) {
-    free(j);
-    return rc;
-  }
-  d->jobs++;
-  return 0;
-}
-
 /* ---- startup: open the cache and list what it holds -------------------- */
 
 typedef struct {
   peer_daemon_t *d;
+  const peer_settings_t *cfg; /* the worker reads only this of d */
   int status;
   ws_store_t *store;
   ws_manifest_t **ready; /* published releases' manifests */
@@ -158,7 +104,7 @@ typedef struct {
 
 static void daemon_open_work(void *arg) {
   daemon_open_t *o = arg;
-  const peer_settings_t *cfg = o->d->cfg;
+  const peer_settings_t *cfg = o->cfg;
   ws_cache_release_info_t *infos = NULL;
   size_t n = 0;
   o->status = ws_store_open(cfg->cache_dir, cfg->capacity_bytes, &o->store);
@@ -204,38 +150,23 @@ free_infos:
   free(infos);
 }
 
-static void daemon_open_after(void *arg, int status) {
-  daemon_open_t *o = arg;
-  peer_daemon_t *d = o->d;
-  int rc = status != 0 ? status : o->status;
-  d->store = o->store;
-  if (rc != 0) {
-    WS_LOGE("cache %s: cannot open: %s", d->cfg->cache_dir, ws_strerror(rc));
-    peer_daemon_stop(d, 1);
-  } else if (d->state == PEER_DAEMON_STARTING) {
-    for (size_t i = 0; i < o->nready; i++) {
-      if (peer_release_add_ready(d, o->ready[i], o->infos[i].pinned,
-                                 o->infos[i].published_ns / 1000000u) != 0)
-        WS_LOGE("out of memory listing releases");
-      if (d->swarm != NULL) {
-        /* Seeded from the start: the swarm takes manifest and bytes. */
-        peer_swarm_add_ready(d->swarm, o->ready[i], o->ready_bytes[i],
-                             o->ready_len[i]);
-        o->ready[i] = NULL;
-        o->ready_bytes[i] = NULL;
-      }
+/* The releases the cache holds join the table (and, in swarm mode, are
+ * seeded from the start: the swarm takes manifest and bytes). */
+static void daemon_list_ready(peer_daemon_t *d, daemon_open_t *o) {
+  for (size_t i = 0; i < o->nready; i++) {
+    if (peer_releases_add_ready(d->releases, o->ready[i], o->infos[i].pinned,
+                                o->infos[i].published_ns / 1000000u) != 0)
+      WS_LOGE("out of memory listing releases");
+    if (d->swarm != NULL) {
+      peer_swarm_add_ready(d->swarm, o->ready[i], o->ready_bytes[i],
+                           o->ready_len[i]);
+      o->ready[i] = NULL;
+      o->ready_bytes[i] = NULL;
     }
-    daemon_set_state(d, PEER_DAEMON_RUNNING);
-    ws_cache_stats_t cs;
-    ws_cache_stats(ws_store_cache(d->store), &cs);
-    WS_LOGI("cache %s open: %zu releases ready, %llu bytes used of %llu%s",
-            d->cfg->cache_dir, o->nready, (unsigned long long)cs.used,
-            (unsigned long long)cs.capacity,
-            cs.capacity == 0 ? " (unlimited)" : "");
-    for (size_t i = 0; i < o->njobs; i++)
-      peer_release_resume(d, o->jobs[i].uri, &o->jobs[i].digest);
-    daemon_notify("READY=1\nSTATUS=serving");
   }
+}
+
+static void daemon_open_free(daemon_open_t *o) {
   for (size_t i = 0; i < o->nready; i++) {
     ws_manifest_free(o->ready[i]);
     free(o->ready_bytes[i]);
@@ -248,62 +179,87 @@ static void daemon_open_after(void *arg, int status) {
   free(o);
 }
 
+static void daemon_open_after(void *arg, int status) {
+  daemon_open_t *o = arg;
+  peer_daemon_t *d = o->d;
+  int rc = status != 0 ? status : o->status;
+  d->ctx.store = o->store;
+  if (rc != 0) {
+    WS_LOGE("cache %s: cannot open: %s", d->cfg->cache_dir, ws_strerror(rc));
+    peer_daemon_stop(d, 1);
+  } else if (d->state == PEER_DAEMON_STARTING) {
+    daemon_list_ready(d, o);
+    daemon_set_state(d, PEER_DAEMON_RUNNING);
+    ws_cache_stats_t cs;
+    ws_cache_stats(ws_store_cache(d->ctx.store), &cs);
+    WS_LOGI("cache %s open: %zu releases ready, %llu bytes used of %llu%s",
+            d->cfg->cache_dir, o->nready, (unsigned long long)cs.used,
+            (unsigned long long)cs.capacity,
+            cs.capacity == 0 ? " (unlimited)" : "");
+    for (size_t i = 0; i < o->njobs; i++)
+      peer_releases_resume(d->releases, o->jobs[i].uri, &o->jobs[i].digest);
+    daemon_notify("READY=1\nSTATUS=serving");
+  }
+  daemon_open_free(o);
+}
+
 /* ---- shutdown ----------------------------------------------------------- */
 
 static void daemon_handle_closed(uv_handle_t *h) {}
 
-static void daemon_api_closed(ws_httpd_t *srv, void *arg) {
+static void daemon_api_closed(void *arg) {
   peer_daemon_t *d = arg;
-  d->api = NULL;
+  d->api_open = 0;
 }
 
 static void daemon_store_close_work(void *arg) {
   peer_daemon_t *d = arg;
-  ws_store_close(d->store);
+  ws_store_close(d->ctx.store);
 }
 
 static void daemon_store_close_after(void *arg, int status) {
   peer_daemon_t *d = arg;
-  d->store = NULL;
+  d->ctx.store = NULL;
 }
 
 static void daemon_s3_closed(void *arg) {
   peer_daemon_t *d = arg;
-  d->s3 = NULL;
+  d->ctx.s3 = NULL;
 }
 
 /* One step of STOPPING per tick, each once the previous has drained. */
 static void daemon_stop_tick(uv_timer_t *t) {
   peer_daemon_t *d = t->data;
+  unsigned jobs = peer_workq_pending(&d->ctx.workq);
   switch (d->stop_step) {
   case STOP_DRAIN:
-    if (d->api != NULL || d->jobs > 0 ||
+    if (d->api_open || jobs > 0 ||
         (d->origin != NULL && peer_origin_inflight(d->origin) > 0) ||
         (d->swarm != NULL && peer_swarm_busy(d->swarm)))
       return;
-    peer_files_close_all(d);
+    peer_files_close_all(d->files);
     d->stop_step = STOP_CLOSE_FILES;
     return;
   case STOP_CLOSE_FILES:
-    if (d->jobs > 0)
+    if (jobs > 0)
       return;
-    if (d->store != NULL &&
-        peer_daemon_queue(d, daemon_store_close_work, daemon_store_close_after,
-                          d) != 0) {
+    if (d->ctx.store != NULL &&
+        peer_ctx_queue(&d->ctx, daemon_store_close_work,
+                       daemon_store_close_after, d) != 0) {
       /* Cannot queue: closing here would block; the OS frees it at exit
        * and the store is crash-safe. */
-      d->store = NULL;
+      d->ctx.store = NULL;
     }
     d->stop_step = STOP_CLOSE_STORE;
     return;
   case STOP_CLOSE_STORE:
-    if (d->jobs > 0 || d->store != NULL)
+    if (jobs > 0 || d->ctx.store != NULL)
       return;
     d->stop_step = STOP_CLOSE_S3;
-    ws_s3_close(d->s3, daemon_s3_closed, d);
+    ws_s3_close(d->ctx.s3, daemon_s3_closed, d);
     return;
   case STOP_CLOSE_S3:
-    if (d->s3 != NULL)
+    if (d->ctx.s3 != NULL)
       return;
     d->stop_step = STOP_DONE;
     daemon_set_state(d, PEER_DAEMON_STOPPED);
@@ -321,14 +277,18 @@ void peer_daemon_stop(peer_daemon_t *d, int exit_code) {
     return;
   d->exit_code = exit_code;
   WS_LOGI("stopping: %u transfers and %u worker jobs to drain",
-          d->origin != NULL ? peer_origin_inflight(d->origin) : 0, d->jobs);
+          d->origin != NULL ? peer_origin_inflight(d->origin) : 0,
+          peer_workq_pending(&d->ctx.workq));
   daemon_set_state(d, PEER_DAEMON_STOPPING);
   daemon_notify("STOPPING=1");
-  if (d->api != NULL)
-    ws_httpd_close(d->api, daemon_api_closed, d);
-  peer_releases_stop(d);
-  peer_origin_stop(d->origin);
-  peer_swarm_stop(d->swarm);
+  if (d->api_open)
+    peer_api_close(d->api, daemon_api_closed, d);
+  if (d->releases != NULL)
+    peer_releases_stop(d->releases);
+  if (d->origin != NULL)
+    peer_origin_stop(d->origin);
+  if (d->swarm != NULL)
+    peer_swarm_stop(d->swarm);
   /* Polled, not event-driven: shutdown is rare and the steps depend on
    * counters spread over every module. */
   uv_timer_start(&d->stop_timer, daemon_stop_tick, 0, DAEMON_STOP_POLL_MS);
@@ -340,55 +300,67 @@ static void daemon_on_signal(uv_signal_t *h, int signum) {
   peer_daemon_stop(d, 0);
 }
 
-/* ---- setup -------------------------------------------------------------- */
+/* ---- setup ------------------------------------------------------------- */
 
-static int daemon_api_listen(peer_daemon_t *d) {
+/* The swarm's want hook: the release table decides. */
+static void daemon_on_want(void *arg, const char *uri,
+                           const ws_hash_t *digest) {
+  peer_daemon_t *d = arg;
+  peer_releases_want(d->releases, uri, digest);
+}
+
+/* The context's S3 client and buffer pool. */
+static int daemon_ctx_init(peer_daemon_t *d) {
   const peer_settings_t *cfg = d->cfg;
-  ws_httpd_config_t hc = {
-      .max_body_bytes = PEER_API_MAX_BODY_BYTES,
-      .max_conns = PEER_API_MAX_CONNS,
-      .idle_timeout_ms = PEER_API_IDLE_TIMEOUT_MS,
-      .name = "api",
-  };
-  int rc = ws_httpd_new(&d->loop, &hc, &d->api);
-  if (rc != 0)
-    return rc;
-  rc = peer_api_routes(d, d->api);
-  if (rc != 0)
-    return rc;
-  /* The socket's directory (e.g. /run/p2pd) may not exist yet; this runs
-   * before the loop does. */
-  char dir[4096];
-  snprintf(dir, sizeof(dir), "%s", cfg->api_socket);
-  char *slash = strrchr(dir, '/');
-  if (slash != NULL && slash != dir) {
-    *slash = '\0';
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-      WS_LOGW("mkdir %s: %s", dir, strerror(errno));
-  }
-  rc = ws_httpd_listen_unix(d->api, cfg->api_socket, PEER_API_SOCKET_MODE);
+  ws_s3_config_t s3c;
+  d->ctx.loop = &d->loop;
+  d->ctx.cfg = cfg;
+  peer_workq_init(&d->ctx.workq, &d->loop);
+  ws_s3_config_default(&s3c);
+  ws_s3_config_from_env(&s3c);
+  s3c.max_concurrency = cfg->s3_concurrency + PEER_S3_CONTROL_SLOTS;
+  int rc = peer_bufpool_new(PEER_BUF_BYTES, PEER_BUF_COUNT, &d->ctx.pool);
   if (rc != 0) {
-    WS_LOGE("api: cannot listen on %s: %s", cfg->api_socket, ws_strerror(rc));
+    WS_LOGE("setup: %s", ws_strerror(rc));
     return rc;
   }
-  if (cfg->http != NULL) {
-    int port = 0;
-    rc = ws_httpd_listen_tcp(d->api, cfg->http, &port);
-    if (rc != 0) {
-      WS_LOGE("api: cannot listen on %s: %s", cfg->http, ws_strerror(rc));
-      return rc;
-    }
-    WS_LOGI("api: also on %s (port %d)", cfg->http, port);
+  rc = ws_s3_new(&d->loop, &s3c, &d->ctx.s3);
+  if (rc != 0)
+    WS_LOGE("s3: bad configuration (endpoint '%s'): %s",
+            s3c.endpoint != NULL ? s3c.endpoint : "(aws)", ws_strerror(rc));
+  return rc;
+}
+
+/* Every module gets its collaborators here, lowest layer first. */
+static int daemon_wire(peer_daemon_t *d) {
+  const peer_settings_t *cfg = d->cfg;
+  int rc;
+  if ((rc = peer_files_new(&d->ctx, &d->files)) != 0 ||
+      (rc = peer_origin_new(&d->ctx, d->files, cfg->s3_concurrency,
+                            &d->origin)) != 0) {
+    WS_LOGE("setup: %s", ws_strerror(rc));
+    return rc;
   }
-  WS_LOGI("api: listening on %s", cfg->api_socket);
-  return 0;
+  d->swarm_hooks.arg = d;
+  d->swarm_hooks.want = daemon_on_want;
+  if (cfg->swarm && (rc = peer_swarm_new(&d->ctx, d->files, d->origin,
+                                         &d->swarm_hooks, &d->swarm)) != 0)
+    return rc;
+  rc = peer_releases_new(&d->ctx, d->files, d->swarm, &d->releases);
+  if (rc != 0) {
+    WS_LOGE("setup: %s", ws_strerror(rc));
+    return rc;
+  }
+  rc = peer_api_new(&d->ctx, d->releases, d->swarm, &d->api);
+  d->api_open = d->api != NULL;
+  return rc;
 }
 
 int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) {
   memset(d, 0, sizeof(*d));
   d->cfg = cfg;
   d->state = PEER_DAEMON_STARTING;
-  d->started_unix_ms = peer_daemon_now_unix_ms();
+  d->started_unix_ms = peer_now_unix_ms();
   int rc = uv_loop_init(&d->loop);
   if (rc != 0)
     return rc;
@@ -398,44 +370,32 @@ int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) {
   d->sig_term.data = d->sig_int.data = d->stop_timer.data = d;
   uv_signal_start(&d->sig_term, daemon_on_signal, SIGTERM);
   uv_signal_start(&d->sig_int, daemon_on_signal, SIGINT);
-
-  ws_s3_config_t s3c;
-  ws_s3_config_default(&s3c);
-  ws_s3_config_from_env(&s3c);
-  s3c.max_concurrency = cfg->s3_concurrency + PEER_S3_CONTROL_SLOTS;
-  if ((rc = peer_bufpool_new(PEER_BUF_BYTES, PEER_BUF_COUNT, &d->pool)) != 0 ||
-      (rc = peer_files_new(d, &d->files)) != 0 ||
-      (rc = peer_origin_new(d, cfg->s3_concurrency, &d->origin)) != 0) {
-    WS_LOGE("setup: %s", ws_strerror(rc));
-    return rc;
-  }
-  rc = ws_s3_new(&d->loop, &s3c, &d->s3);
-  if (rc != 0) {
-    WS_LOGE("s3: bad configuration (endpoint '%s'): %s",
-            s3c.endpoint != NULL ? s3c.endpoint : "(aws)", ws_strerror(rc));
-    return rc;
-  }
-  if (cfg->swarm && (rc = peer_swarm_new(d, &d->swarm)) != 0)
-    return rc;
-  return daemon_api_listen(d);
+  rc = daemon_ctx_init(d);
+  if (rc == 0)
+    rc = daemon_wire(d);
+  return rc;
 }
 
 int peer_daemon_run(peer_daemon_t *d) {
   daemon_open_t *o = calloc(1, sizeof(*o));
-  if (o != NULL)
+  if (o != NULL) {
     o->d = d;
+    o->cfg = d->cfg;
+  }
   if (o == NULL ||
-      peer_daemon_queue(d, daemon_open_work, daemon_open_after, o) != 0) {
+      peer_ctx_queue(&d->ctx, daemon_open_work, daemon_open_after, o) != 0) {
     free(o);
     WS_LOGE("cannot start: out of memory");
     peer_daemon_stop(d, 1);
   }
   uv_run(&d->loop, UV_RUN_DEFAULT);
-  peer_releases_free(d);
+  /* Upper layers first: each unregisters from what it was given. */
+  peer_releases_free(d->releases);
+  peer_api_free(d->api);
   peer_swarm_free(d->swarm);
-  peer_files_free(d->files);
   peer_origin_free(d->origin);
-  peer_bufpool_free(d->pool);
+  peer_files_free(d->files);
+  peer_bufpool_free(d->ctx.pool);
   if (uv_loop_close(&d->loop) != 0)
     WS_LOGW("loop closed with handles left");
   WS_LOGI("stopped");

@@ -1,21 +1,26 @@
-/* metrics.c - GET /metrics in the Prometheus text format.
+/* metrics.c - GET /metrics in the Prometheus text format (metrics.h).
  *
- * The ledger's totals are read on a worker (ws_cache_stats may wait for the
- * ledger mutex while an eviction deletes files); everything else is loop
- * state. Thread: loop thread; metrics_work on a worker.
+ * Owns nothing long-lived; borrows the context (counters, S3 client, pool,
+ * store), the swarm and the release table. The ledger's totals are read on
+ * a worker (ws_cache_stats may wait for the ledger mutex while an eviction
+ * deletes files); everything else is loop state.
+ * Thread: loop thread; metrics_work on a worker.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
 
 #include "core/bufpool.h"
-#include "daemon.h"
-#include "release/release.h"
-#include "swarm/swarm.h"
 
 typedef struct {
-  peer_daemon_t *d;
+  peer_ctx_t *ctx;
+  peer_swarm_t *swarm; /* NULL when standalone */
+  peer_releases_t *releases;
   ws_httpd_req_t *req;
   ws_cache_stats_t cs;
   int have_cs;
@@ -63,10 +68,56 @@ static void metrics_counter(metrics_out_t *o, const char *name,
               type, name, (unsigned long long)v);
 }
 
-static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
+/* The context's counters, in the order /metrics lists them. */
+static const struct {
+  const char *name, *help, *type;
+  size_t off; /* of the uint64_t in peer_counters_t */
+} metrics_ctx_counters[] = {
+    {"ws_p2pd_chunks_verified_total",
+     "Chunks whose hash matched and were committed.", "counter",
+     offsetof(peer_counters_t, chunks_verified)},
+    {"ws_p2pd_chunks_failed_total",
+     "Chunks whose hash did not match (refetched).", "counter",
+     offsetof(peer_counters_t, chunks_failed)},
+    {"ws_p2pd_files_refetched_total", "Whole-file digest mismatches refetched.",
+     "counter", offsetof(peer_counters_t, files_refetched)},
+    {"ws_p2pd_peer_rx_bytes_total", "Chunk bytes received from peers.",
+     "counter", offsetof(peer_counters_t, peer_rx_bytes)},
+    {"ws_p2pd_peer_tx_bytes_total", "Chunk bytes sent to peers.", "counter",
+     offsetof(peer_counters_t, peer_tx_bytes)},
+    {"ws_p2pd_peers_banned_total",
+     "Peers banned (a chunk they sent failed its hash, or a manifest they "
+     "sent was not the release).",
+     "counter", offsetof(peer_counters_t, peers_banned)},
+    {"ws_p2pd_peer_chunks_total", "Chunks received from peers and verified.",
+     "counter", offsetof(peer_counters_t, chunks_from_peers)},
+    {"ws_p2pd_peer_chunks_served_total", "Chunks uploaded to peers completely.",
+     "counter", offsetof(peer_counters_t, chunks_served)},
+    {"ws_p2pd_peer_chunks_served_live_total",
+     "Of those, uploads that began while the chunk was still arriving from "
+     "S3 (sent as it arrived).",
+     "counter", offsetof(peer_counters_t, served_live)},
+    {"ws_p2pd_peer_chunks_discarded_total",
+     "Chunk payloads dropped (not asked for, canceled, lost an endgame "
+     "race).",
+     "counter", offsetof(peer_counters_t, chunks_discarded)},
+    {"ws_p2pd_peer_receive_errors_total",
+     "Chunk receives that failed on this side (no buffer, write error) and "
+     "closed the neighbour.",
+     "counter", offsetof(peer_counters_t, rx_errors)},
+    {"ws_p2pd_peer_requests_rejected_total",
+     "Chunk or manifest requests we refused (busy, not held).", "counter",
+     offsetof(peer_counters_t, requests_rejected)},
+    {"ws_p2pd_manifests_from_peers_total",
+     "Release manifests received from peers.", "counter",
+     offsetof(peer_counters_t, manifests_from_peers)},
+};
+
+static void metrics_render(const metrics_job_t *job, const ws_cache_stats_t *cs,
                            metrics_out_t *o) {
+  const peer_counters_t *c = &job->ctx->counters;
   ws_s3_stats_t s3;
-  ws_s3_stats_get(d->s3, &s3);
+  ws_s3_stats_get(job->ctx->s3, &s3);
   metrics_counter(o, "ws_p2pd_s3_bytes_total", "Body bytes received from S3.",
                   "counter", s3.bytes_rx);
   metrics_counter(o, "ws_p2pd_s3_requests_total",
@@ -79,52 +130,18 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
                   s3.failures);
   metrics_counter(o, "ws_p2pd_s3_inflight", "S3 transfers in flight.", "gauge",
                   s3.in_flight);
-  metrics_counter(o, "ws_p2pd_chunks_verified_total",
-                  "Chunks whose hash matched and were committed.", "counter",
-                  d->metrics.chunks_verified);
-  metrics_counter(o, "ws_p2pd_chunks_failed_total",
-                  "Chunks whose hash did not match (refetched).", "counter",
-                  d->metrics.chunks_failed);
-  metrics_counter(o, "ws_p2pd_files_refetched_total",
-                  "Whole-file digest mismatches refetched.", "counter",
-                  d->metrics.files_refetched);
-  metrics_counter(o, "ws_p2pd_peer_rx_bytes_total",
-                  "Chunk bytes received from peers.", "counter",
-                  d->metrics.peer_rx_bytes);
-  metrics_counter(o, "ws_p2pd_peer_tx_bytes_total",
-                  "Chunk bytes sent to peers.", "counter",
-                  d->metrics.peer_tx_bytes);
-  metrics_counter(o, "ws_p2pd_peers_banned_total",
-                  "Peers banned (a chunk they sent failed its hash, or a "
-                  "manifest they sent was not the release).",
-                  "counter", d->metrics.peers_banned);
-  metrics_counter(o, "ws_p2pd_peer_chunks_total",
-                  "Chunks received from peers and verified.", "counter",
-                  d->metrics.chunks_from_peers);
-  metrics_counter(o, "ws_p2pd_peer_chunks_served_total",
-                  "Chunks uploaded to peers completely.", "counter",
-                  d->metrics.chunks_served);
-  metrics_counter(o, "ws_p2pd_peer_chunks_served_live_total",
-                  "Of those, uploads that began while the chunk was still "
-                  "arriving from S3 (sent as it arrived).",
-                  "counter", d->metrics.served_live);
-  metrics_counter(o, "ws_p2pd_peer_chunks_discarded_total",
-                  "Chunk payloads dropped (not asked for, canceled, lost an "
-                  "endgame race).",
-                  "counter", d->metrics.chunks_discarded);
-  metrics_counter(o, "ws_p2pd_peer_receive_errors_total",
-                  "Chunk receives that failed on this side (no buffer, "
-                  "write error) and closed the neighbour.",
-                  "counter", d->metrics.rx_errors);
-  metrics_counter(o, "ws_p2pd_peer_requests_rejected_total",
-                  "Chunk or manifest requests we refused (busy, not held).",
-                  "counter", d->metrics.requests_rejected);
-  metrics_counter(o, "ws_p2pd_manifests_from_peers_total",
-                  "Release manifests received from peers.", "counter",
-                  d->metrics.manifests_from_peers);
-  if (d->swarm != NULL) {
+  for (size_t i = 0;
+       i < sizeof(metrics_ctx_counters) / sizeof(metrics_ctx_counters[0]);
+       i++) {
+    uint64_t v;
+    memcpy(&v, (const char *)c + metrics_ctx_counters[i].off, sizeof(v));
+    metrics_counter(o, metrics_ctx_counters[i].name,
+                    metrics_ctx_counters[i].help, metrics_ctx_counters[i].type,
+                    v);
+  }
+  if (job->swarm != NULL) {
     peer_swarm_stats_t ss;
-    peer_swarm_stats(d->swarm, &ss);
+    peer_swarm_stats(job->swarm, &ss);
     metrics_counter(o, "ws_p2pd_peer_neighbors", "Neighbours connected.",
                     "gauge", ss.neighbors);
     metrics_counter(o, "ws_p2pd_peer_uploads", "Chunk uploads in progress.",
@@ -135,7 +152,7 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
   }
   metrics_counter(o, "ws_p2pd_buffers_peak",
                   "Most origin buffers lent at once.", "gauge",
-                  peer_bufpool_peak(d->pool));
+                  peer_bufpool_peak(job->ctx->pool));
   if (cs != NULL) {
     metrics_counter(o, "ws_p2pd_cache_used_bytes",
                     "Bytes the cache ledger counts.", "gauge", cs->used);
@@ -146,8 +163,9 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
                     "Bytes evicted since start.", "counter", cs->evicted_bytes);
   }
   uint64_t by_state[PEER_REL_STATE_LAST] = {0};
-  for (peer_release_t *r = d->releases; r != NULL; r = r->next)
-    by_state[r->state]++;
+  for (peer_release_t *r = peer_releases_first(job->releases); r != NULL;
+       r = peer_release_next(r))
+    by_state[peer_release_state(r)]++;
   /* RESOLVING and BEGINNING are both "resolving" in the API. */
   by_state[PEER_REL_RESOLVING] += by_state[PEER_REL_BEGINNING];
   metrics_put(o, "# HELP ws_p2pd_releases Releases known, by state.\n"
@@ -163,8 +181,8 @@ static void metrics_render(peer_daemon_t *d, const ws_cache_stats_t *cs,
 
 static void metrics_work(void *arg) {
   metrics_job_t *job = arg;
-  if (job->d->store != NULL) {
-    ws_cache_stats(ws_store_cache(job->d->store), &job->cs);
+  if (job->ctx->store != NULL) {
+    ws_cache_stats(ws_store_cache(job->ctx->store), &job->cs);
     job->have_cs = 1;
   }
 }
@@ -172,7 +190,7 @@ static void metrics_work(void *arg) {
 static void metrics_after(void *arg, int status) {
   metrics_job_t *job = arg;
   metrics_out_t o = {0};
-  metrics_render(job->d, job->have_cs && status == 0 ? &job->cs : NULL, &o);
+  metrics_render(job, job->have_cs && status == 0 ? &job->cs : NULL, &o);
   if (o.oom)
     ws_httpd_reply_error(job->req, 500, -ENOMEM, NULL);
   else
@@ -181,15 +199,18 @@ static void metrics_after(void *arg, int status) {
   free(job);
 }
 
-void peer_metrics_reply(peer_daemon_t *d, ws_httpd_req_t *req) {
+void peer_metrics_reply(peer_ctx_t *ctx, peer_swarm_t *swarm,
+                        peer_releases_t *releases, ws_httpd_req_t *req) {
   metrics_job_t *job = calloc(1, sizeof(*job));
   if (job == NULL) {
     ws_httpd_reply_error(req, 503, -ENOMEM, NULL);
     return;
   }
-  job->d = d;
+  job->ctx = ctx;
+  job->swarm = swarm;
+  job->releases = releases;
   job->req = req;
-  if (d->store == NULL || d->state != PEER_DAEMON_RUNNING ||
-      peer_daemon_queue(d, metrics_work, metrics_after, job) != 0)
+  if (ctx->store == NULL || !ctx->running ||
+      peer_ctx_queue(ctx, metrics_work, metrics_after, job) != 0)
     metrics_after(job, 0);
 }

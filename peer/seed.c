@@ -1,31 +1,26 @@
-/* seed.c - POST /api/v1/seed: serve a release this node already has.
- *
- *   {"digest": "sha256-…"}               pin a READY release (it is
- *                                        announced as a seed like every
- *                                        ready release)
- *   {"dir": "/abs/dir", "manifest": M}   import a local directory (a warm
- *                                        node's weights) into the cache
- *                                        without downloading anything, pin
- *                                        it, and serve it. M is an absolute
- *                                        path to manifest.json or a release
- *                                        URI s3://…/ (then only manifest.json
- *                                        is read from S3).
+/* seed.c - serve a release this node already has on disk: import a local
+ * directory (a warm node's weights) into the cache without downloading
+ * anything, pin it, and serve it (seed.h). The manifest is an absolute
+ * path to manifest.json or a release URI s3://…/ (then only manifest.json
+ * is read from S3). POST /api/v1/seed {"digest"} (pin a READY release) is
+ * the API's pin; api.c parses the request and answers it.
  *
  * Import job states: MANIFEST (S3 GET of manifest.json, URI case only) ->
  * IMPORT (worker: read + parse the manifest file, verify and copy every
  * file into blobs/ in one hashing pass, publish, pin) -> DONE (loop: the
- * release joins the table as READY and the reply is sent). Any error ends
- * the job with an error reply; nothing partial becomes visible.
+ * release joins the table as READY, pinned, and the caller hears it). Any
+ * error ends the job with an error to the caller; nothing partial becomes
+ * visible.
  *
+ * Owns: each import job. Borrows the context (store, S3, worker queue) and
+ * the release table.
  * Thread: loop thread; seed_import_work runs on a worker.
  */
-#include "daemon.h"
-#include "core/tunables.h"
-#include "release/release.h"
-#include "fetch/s3_small.h"
-#include "swarm/swarm.h"
+#include "seed.h"
 
-#include <cjson/cJSON.h>
+#include "core/tunables.h"
+#include "fetch/s3_small.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,8 +33,10 @@
 #include "ws_log.h"
 
 typedef struct {
-  peer_daemon_t *d;
-  ws_httpd_req_t *req;
+  peer_ctx_t *ctx;
+  peer_releases_t *releases;
+  peer_seed_done_fn done;
+  void *arg;
   char *dir;
   char *mpath;  /* manifest file, or NULL when mbytes came from S3 */
   char *mbytes; /* manifest bytes (owned) */
@@ -59,7 +56,7 @@ static void seed_job_free(seed_job_t *j) {
 
 static void seed_fail(seed_job_t *j, int err, const char *msg) {
   WS_LOGW("seed %s: %s", j->dir, msg);
-  ws_httpd_reply_error(j->req, peer_api_status_for(err), err, msg);
+  j->done(j->arg, err, msg, NULL);
   seed_job_free(j);
 }
 
@@ -67,7 +64,7 @@ static void seed_fail(seed_job_t *j, int err, const char *msg) {
  * pin. */
 static void seed_import_work(void *arg) {
   seed_job_t *j = arg;
-  ws_store_t *st = j->d->store;
+  ws_store_t *st = j->ctx->store;
   char why[256] = "";
   int fd = -1;
 
@@ -130,7 +127,6 @@ static void seed_import_after(void *arg, int status) {
   seed_job_t *j = arg;
   peer_release_t *rel;
   char path[4096];
-  cJSON *o;
 
   if (status != 0 && j->err == 0) {
     j->err = status;
@@ -140,38 +136,22 @@ static void seed_import_after(void *arg, int status) {
     seed_fail(j, j->err, j->errmsg);
     return;
   }
-  rel = peer_release_find(j->d, &j->m->digest);
-  if (rel == NULL) {
-    int rc = peer_release_add_ready(j->d, j->m, 1, peer_daemon_now_unix_ms());
-    if (rc != 0) {
-      seed_fail(j, rc, "cannot register the release");
-      return;
-    }
-    rel = peer_release_find(j->d, &j->m->digest);
-  }
-  if (rel == NULL) {
-    seed_fail(j, WS_ENOTFOUND, "release vanished");
+  int rc = peer_releases_seeded(j->releases, j->m, &rel);
+  if (rc != 0) {
+    seed_fail(j, rc, "cannot register the release");
     return;
   }
-  rel->pinned = 1;
-  peer_swarm_release_ready(j->d, rel);
-  if (ws_store_release_path(j->d->store, &j->m->digest, path, sizeof(path)) ==
+  if (ws_store_release_path(j->ctx->store, &j->m->digest, path, sizeof(path)) ==
       0)
     WS_LOGI("seed %s: imported %s (%u files, %llu bytes) from %s", path,
-            rel->digest_str, j->m->nfiles, (unsigned long long)j->m->total_size,
-            j->dir);
-  o = peer_release_json(rel);
-  if (o == NULL) {
-    seed_fail(j, -ENOMEM, "out of memory");
-    return;
-  }
-  ws_httpd_reply_json(j->req, 200, o);
-  j->req = NULL;
+            peer_release_digest_str(rel), j->m->nfiles,
+            (unsigned long long)j->m->total_size, j->dir);
+  j->done(j->arg, 0, NULL, rel);
   seed_job_free(j);
 }
 
 static void seed_start_import(seed_job_t *j) {
-  int rc = peer_daemon_queue(j->d, seed_import_work, seed_import_after, j);
+  int rc = peer_ctx_queue(j->ctx, seed_import_work, seed_import_after, j);
   if (rc != 0)
     seed_fail(j, rc, "cannot queue the import");
 }
@@ -211,7 +191,7 @@ static int seed_fetch_manifest(seed_job_t *j, const char *uri) {
   if (n > 0 && key[n - 1] != '/')
     key[n++] = '/';
   memcpy(key + n, "manifest.json", sizeof("manifest.json"));
-  rc = peer_s3_get_small(j->d, u.bucket, key, PEER_MANIFEST_MAX_BYTES,
+  rc = peer_s3_get_small(j->ctx, u.bucket, key, PEER_MANIFEST_MAX_BYTES,
                          seed_on_manifest, j) != NULL
            ? 0
            : -ENOMEM;
@@ -220,71 +200,30 @@ static int seed_fetch_manifest(seed_job_t *j, const char *uri) {
   return rc;
 }
 
-/* ---- the route ----------------------------------------------------------- */
+/* ---- the entry point ----------------------------------------------------- */
 
-static void seed_handle_body(peer_daemon_t *d, ws_httpd_req_t *req,
-                             const cJSON *body) {
-  const cJSON *jd = cJSON_GetObjectItemCaseSensitive(body, "digest");
-  const cJSON *jdir = cJSON_GetObjectItemCaseSensitive(body, "dir");
-  const cJSON *jm = cJSON_GetObjectItemCaseSensitive(body, "manifest");
-  seed_job_t *j;
-  ws_hash_t digest;
-
-  if (cJSON_IsString(jd)) {
-    peer_release_t *rel;
-    if (ws_digest_from_str(jd->valuestring, &digest) != 0) {
-      ws_httpd_reply_error(req, 400, WS_EUSAGE, "digest: want sha256-<hex>");
-      return;
-    }
-    rel = peer_release_find(d, &digest);
-    if (rel == NULL || rel->state != PEER_REL_READY) {
-      ws_httpd_reply_error(
-          req, rel == NULL ? 404 : 409, rel == NULL ? WS_ENOTFOUND : WS_EBUSY,
-          rel == NULL ? "release not in this cache" : "release not ready yet");
-      return;
-    }
-    /* Pinning touches the state file: reuse the import job's worker path
-     * with nothing to import is overkill; pin through the API's own pin
-     * route semantics instead. */
-    peer_api_pin(d, req, rel, 1);
-    return;
-  }
-  if (!cJSON_IsString(jdir) || jdir->valuestring[0] != '/' ||
-      !cJSON_IsString(jm) || jm->valuestring[0] == '\0') {
-    ws_httpd_reply_error(req, 400, WS_EUSAGE,
-                         "want {\"digest\"} or {\"dir\": absolute path, "
-                         "\"manifest\": absolute path or s3:// URI}");
-    return;
-  }
-  j = calloc(1, sizeof(*j));
-  if (j == NULL || (j->dir = strdup(jdir->valuestring)) == NULL) {
+int peer_seed_import(peer_ctx_t *ctx, peer_releases_t *releases,
+                     const char *dir, const char *manifest,
+                     peer_seed_done_fn done, void *arg) {
+  seed_job_t *j = calloc(1, sizeof(*j));
+  if (j == NULL || (j->dir = strdup(dir)) == NULL) {
     free(j);
-    ws_httpd_reply_error(req, 500, -ENOMEM, "out of memory");
-    return;
+    return -ENOMEM;
   }
-  j->d = d;
-  j->req = req;
-  if (strncmp(jm->valuestring, "s3://", 5) == 0) {
-    int rc = seed_fetch_manifest(j, jm->valuestring);
+  j->ctx = ctx;
+  j->releases = releases;
+  j->done = done;
+  j->arg = arg;
+  if (strncmp(manifest, "s3://", 5) == 0) {
+    int rc = seed_fetch_manifest(j, manifest);
     if (rc != 0)
       seed_fail(j, rc, "manifest URI: want s3://bucket/prefix/");
-    return;
+    return 0;
   }
-  if (jm->valuestring[0] != '/' ||
-      (j->mpath = strdup(jm->valuestring)) == NULL) {
+  if (manifest[0] != '/' || (j->mpath = strdup(manifest)) == NULL) {
     seed_fail(j, WS_EUSAGE, "manifest: want an absolute path or s3:// URI");
-    return;
+    return 0;
   }
   seed_start_import(j);
-}
-
-void peer_seed_handle(peer_daemon_t *d, ws_httpd_req_t *req) {
-  cJSON *body = NULL;
-  if (ws_httpd_req_json(req, &body) != 0 || !cJSON_IsObject(body)) {
-    ws_httpd_reply_error(req, 400, WS_EJSON, "body must be a JSON object");
-    cJSON_Delete(body);
-    return;
-  }
-  seed_handle_body(d, req, body); /* copies what it keeps */
-  cJSON_Delete(body);
+  return 0;
 }

@@ -42,7 +42,8 @@
 #define WS_MAX_BODY_PREAUTH 4096u
 /* Body cap after: a BITFIELD for WS_MAX_TOTAL_CHUNKS needs 512 KiB. */
 #define WS_MAX_BODY (1024u * 1024u)
-/* Raw payload cap (a chunk or a manifest): 64 MiB, DESIGN §4 chunk_size max. */
+/* Raw payload cap (a chunk or a manifest): 64 MiB, the largest chunk_size a
+ * manifest may declare (WS_CHUNK_SIZE_MAX in manifest.h). */
 #define WS_MAX_PAYLOAD (64u * 1024u * 1024u)
 /* Chunks per release: 4 Mi chunks of >= 1 MiB covers 4 TiB releases. */
 #define WS_MAX_TOTAL_CHUNKS (4u * 1024u * 1024u)

@@ -1,4 +1,4 @@
-/* trk_config.h - every tunable of p2p-tracker, in one place (STYLE 16).
+/* trk_config.h - every tunable of p2p-tracker, in one place.
  *
  * Units are in the names. Caps bound everything a remote party can grow:
  * peers, swarms, members per swarm, swarms per peer, chunks per swarm,

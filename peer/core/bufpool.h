@@ -1,10 +1,15 @@
-/* bufpool.h - a bounded pool of fixed-size byte buffers (DESIGN §7: memory
- * stays bounded whatever the release size).
+/* bufpool.h - a bounded pool of fixed-size byte buffers: the memory that
+ * chunks in flight use stays bounded whatever the release size or the
+ * number of transfers.
  *
  * All buffers are allocated at creation; get() never allocates. A consumer
  * that finds the pool empty parks a peer_bufwait_t and stops its producer
- * (pauses the S3 transfer); put() wakes the oldest parked waiter. Loop
- * thread only.
+ * (pauses the S3 transfer or the neighbour's reads); put() wakes the
+ * oldest parked waiter.
+ *
+ * Owns: every buffer and the FIFO of parked waiters (the waiter structs
+ * are the consumers').
+ * Thread: loop thread only.
  */
 #ifndef PEER_BUFPOOL_H
 #define PEER_BUFPOOL_H
@@ -21,8 +26,8 @@ typedef struct peer_buf_s {
   size_t len;                   /* bytes filled by the borrower */
   size_t cap;                   /* capacity (the pool's buffer size) */
   char *data;
-  struct peer_buf_s *next; /* the borrower's queue (chunkw.c) */
-  uint64_t off;            /* the borrower's file offset (chunkw.c) */
+  struct peer_buf_s *next; /* the borrower's queue (chunk_writer.c) */
+  uint64_t off;            /* the borrower's file offset (chunk_writer.c) */
 } peer_buf_t;
 
 typedef struct peer_bufwait_s peer_bufwait_t;

@@ -1,9 +1,10 @@
-/* peer_config.h - every tunable of p2pd in one place (STYLE 16), units in
- * the names. Operator-facing settings (flags, env, config file) have their
- * defaults here too; config.c applies them.
+/* tunables.h - every tunable of p2pd in one place, so that none hides in
+ * the code as a bare number; units are in the names. Operator-facing
+ * settings (flags, env, config file) have their defaults here too;
+ * config.c applies them. Constants only: no state, any thread.
  */
-#ifndef PEER_CONFIG_H
-#define PEER_CONFIG_H
+#ifndef PEER_CORE_TUNABLES_H
+#define PEER_CORE_TUNABLES_H
 
 /* ---- defaults of operator settings ------------------------------------ */
 
@@ -29,9 +30,10 @@
  * fdatasync. */
 #define PEER_THREADPOOL_SIZE 8
 
-/* ---- origin data path (memory bound: PEER_BUF_BYTES * PEER_BUF_COUNT) -- */
+/* ---- inbound data path (memory bound: PEER_BUF_BYTES * PEER_BUF_COUNT) - */
 
-/* One buffer of S3 body bytes on its way to the partial file. */
+/* One buffer of chunk bytes (from S3 or a neighbour) on its way to the
+ * partial file. */
 #define PEER_BUF_BYTES (256u * 1024u)
 /* Buffers in the pool: 64 x 256 KiB = 16 MiB in all, whatever the release
  * size or the number of transfers. */
@@ -83,9 +85,9 @@
  * chunks; more wait in its queue. A chunk still arriving from the origin
  * used to wait behind them too (the lag that decides how long after the
  * origin's last byte the swarm finishes); to a peer that says "mux" its
- * pieces now go between theirs (serve.c). With fewer, a host that takes
- * half its bytes from seven neighbours cannot keep its link full. On the
- * netns benchmark (runs with little stolen CPU): depth 4 gave N=4, U=B
+ * pieces now go between theirs (swarm/upload.c). With fewer, a host that
+ * takes half its bytes from seven neighbours cannot keep its link full. On
+ * the netns benchmark (runs with little stolen CPU): depth 4 gave N=4, U=B
  * ~1.13 x T_min and N=8, U=4B 1.094; depth 2 1.10-1.11 and 1.12; depth 3
  * 1.10-1.13 and 1.085. Sizing it per neighbour from its delivery rate would
  * be better than any constant; not built. */

@@ -1,16 +1,21 @@
-/* chunkw.c - ordered, hashed writes of one chunk (see chunkw.h). */
+/* chunk_writer.c - ordered, hashed writes of one chunk (see
+ * chunk_writer.h).
+ *
+ * Owns: the hash state; one worker job at a time per chunk.
+ * Thread: loop thread; chunk_writer_work runs on a worker and touches only
+ * the writer, its current buffer and the store handle.
+ */
 #include "fetch/chunk_writer.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
 
-#include "core/bufpool.h"
-
-int peer_chunkw_init(peer_chunkw_t *w, peer_daemon_t *d, peer_file_t *file,
-                     uint32_t j, peer_file_write_cb cb, void *arg) {
+int peer_chunk_writer_init(peer_chunk_writer_t *w, peer_ctx_t *ctx,
+                           peer_file_t *file, uint32_t j,
+                           peer_chunk_written_cb cb, void *arg) {
   memset(w, 0, sizeof(*w));
-  w->d = d;
+  w->ctx = ctx;
   w->file = file;
   w->j = j;
   w->next_off = (uint64_t)j * file->chunk_size;
@@ -20,24 +25,24 @@ int peer_chunkw_init(peer_chunkw_t *w, peer_daemon_t *d, peer_file_t *file,
     if ((w->sha = ws_sha256_new()) == NULL)
       return -ENOMEM;
     if (ws_sha256_init(w->sha) != 0) {
-      peer_chunkw_cleanup(w);
+      peer_chunk_writer_cleanup(w);
       return -ENOMEM;
     }
   }
   return 0;
 }
 
-void peer_chunkw_cleanup(peer_chunkw_t *w) {
+void peer_chunk_writer_cleanup(peer_chunk_writer_t *w) {
   assert(!w->busy && w->head == NULL);
   ws_sha256_free(w->sha);
   w->sha = NULL;
 }
 
-static void chunkw_after_cb(void *arg, int status);
+static void chunk_writer_after_cb(void *arg, int status);
 
 /* [worker] pwrite of the whole buffer, then the hash over the same bytes. */
-static void chunkw_work(void *arg) {
-  peer_chunkw_t *w = arg;
+static void chunk_writer_work(void *arg) {
+  peer_chunk_writer_t *w = arg;
   peer_buf_t *b = w->cur;
   int rc = w->file->pf != NULL
                ? ws_store_file_pwrite(w->file->pf, b->data, b->len, b->off)
@@ -54,11 +59,11 @@ static void chunkw_work(void *arg) {
 }
 
 /* Hands the oldest queued buffer to a worker; on failure it stays queued. */
-static int chunkw_issue(peer_chunkw_t *w) {
+static int chunk_writer_issue(peer_chunk_writer_t *w) {
   peer_buf_t *b = w->head;
   w->cur = b;
   w->busy = 1;
-  int rc = peer_daemon_queue(w->d, chunkw_work, chunkw_after_cb, w);
+  int rc = peer_ctx_queue(w->ctx, chunk_writer_work, chunk_writer_after_cb, w);
   if (rc != 0) {
     w->cur = NULL;
     w->busy = 0;
@@ -71,8 +76,8 @@ static int chunkw_issue(peer_chunkw_t *w) {
   return 0;
 }
 
-static void chunkw_after_cb(void *arg, int status) {
-  peer_chunkw_t *w = arg;
+static void chunk_writer_after_cb(void *arg, int status) {
+  peer_chunk_writer_t *w = arg;
   peer_buf_t *b = w->cur, *failed = NULL;
   w->cur = NULL;
   w->busy = 0;
@@ -81,7 +86,7 @@ static void chunkw_after_cb(void *arg, int status) {
   if (status != 0 && w->status == 0)
     w->status = status;
   if (w->status == 0 && w->head != NULL) {
-    int rc = chunkw_issue(w);
+    int rc = chunk_writer_issue(w);
     if (rc != 0)
       w->status = rc;
   }
@@ -93,7 +98,7 @@ static void chunkw_after_cb(void *arg, int status) {
   /* The callbacks come last and w is not touched between them: after the
    * last one the owner may free w. */
   int st = w->status;
-  peer_file_write_cb cb = w->cb;
+  peer_chunk_written_cb cb = w->cb;
   void *cbarg = w->arg;
   cb(cbarg, b, st);
   while (failed != NULL) {
@@ -104,7 +109,8 @@ static void chunkw_after_cb(void *arg, int status) {
   }
 }
 
-int peer_chunkw_write(peer_chunkw_t *w, peer_buf_t *buf, uint64_t off) {
+int peer_chunk_writer_write(peer_chunk_writer_t *w, peer_buf_t *buf,
+                            uint64_t off) {
   if (w->status != 0)
     return w->status;
   if (off != w->next_off)
@@ -119,7 +125,7 @@ int peer_chunkw_write(peer_chunkw_t *w, peer_buf_t *buf, uint64_t off) {
     w->head = buf;
   w->tail = buf;
   if (!w->busy) {
-    int rc = chunkw_issue(w);
+    int rc = chunk_writer_issue(w);
     if (rc != 0) {
       w->head = w->tail = NULL; /* buf was the only one queued */
       return rc;
@@ -129,7 +135,7 @@ int peer_chunkw_write(peer_chunkw_t *w, peer_buf_t *buf, uint64_t off) {
   return 0;
 }
 
-int peer_chunkw_verify_commit(peer_chunkw_t *w) {
+int peer_chunk_writer_verify(peer_chunk_writer_t *w) {
   peer_file_t *file = w->file;
   if (w->status != 0)
     return w->status;

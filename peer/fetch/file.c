@@ -1,10 +1,12 @@
-/* file.c - files being assembled, shared across releases by sha256, and
- * the chunk scheduler (see file.h for the state diagram).
+/* file.c - files being assembled, shared across releases by sha256 (see
+ * file.h for the state diagram), and the events of the fetch layer.
  *
- * Owns: the file table (hash on sha256), each file's chunk states, the
- * three scheduler queues, and the worker jobs that open, finish and close
- * the store's partial handles. Thread: loop thread; *_work functions run
- * on libuv workers and touch only their job struct and the store handle.
+ * Owns: the file table (hash on sha256), each file's chunk states and
+ * waiters, the scheduler's queues (sched.h), the listener list, and the
+ * worker jobs that open, finish and close the store's partial handles.
+ * Borrows the context (store, worker queue, counters, running).
+ * Thread: loop thread; *_work functions run on libuv workers and touch
+ * only their job struct and the store handle.
  */
 #include "fetch/file.h"
 
@@ -13,18 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/bufpool.h"
-#include "fetch/origin.h"
 #include "core/tunables.h"
-#include "release/release.h"
-#include "swarm/swarm.h"
+#include "fetch/sched.h"
 #include "ws_log.h"
 
 struct peer_files_s {
-  peer_daemon_t *d;
+  peer_ctx_t *ctx;
   uint32_t count;
-  peer_file_t *qhead[PEER_TIER_LAST];
-  peer_file_t *qtail[PEER_TIER_LAST];
+  peer_sched_t sched;
+  peer_fetch_listener_t *listeners; /* in registration order */
+  peer_origin_gate_fn gate;         /* swarm mode; NULL standalone */
+  void *gate_arg;
   peer_file_t *buckets[PEER_FILE_HASH_BUCKETS];
 };
 
@@ -64,11 +65,11 @@ static void file_set_state(peer_file_t *file, peer_file_state_t to) {
   file->state = to;
 }
 
-int peer_files_new(peer_daemon_t *d, peer_files_t **out) {
+int peer_files_new(peer_ctx_t *ctx, peer_files_t **out) {
   peer_files_t *t = calloc(1, sizeof(*t));
   if (t == NULL)
     return -ENOMEM;
-  t->d = d;
+  t->ctx = ctx;
   *out = t;
   return 0;
 }
@@ -90,8 +91,8 @@ static uint32_t file_bucket(const ws_hash_t *h) {
   return v % PEER_FILE_HASH_BUCKETS;
 }
 
-peer_file_t *peer_file_find(peer_daemon_t *d, const ws_hash_t *sha256) {
-  for (peer_file_t *f = d->files->buckets[file_bucket(sha256)]; f != NULL;
+peer_file_t *peer_file_find(peer_files_t *t, const ws_hash_t *sha256) {
+  for (peer_file_t *f = t->buckets[file_bucket(sha256)]; f != NULL;
        f = f->hnext) {
     if (ws_hash_eq(&f->mf.sha256, sha256))
       return f;
@@ -100,7 +101,7 @@ peer_file_t *peer_file_find(peer_daemon_t *d, const ws_hash_t *sha256) {
 }
 
 static void file_table_remove(peer_file_t *file) {
-  peer_files_t *t = file->d->files;
+  peer_files_t *t = file->t;
   if (!file->intable)
     return;
   file->intable = 0;
@@ -113,110 +114,83 @@ static void file_table_remove(peer_file_t *file) {
   t->count--;
 }
 
-/* ---- scheduler queues --------------------------------------------------- */
+/* ---- events ------------------------------------------------------------ */
 
-static void sched_push(peer_file_t *file, int tier, int at_head) {
-  peer_files_t *t = file->d->files;
-  if (file->inq[tier])
-    return;
-  file->inq[tier] = 1;
-  file->qnext[tier] = file->qprev[tier] = NULL;
-  if (t->qhead[tier] == NULL) {
-    t->qhead[tier] = t->qtail[tier] = file;
-  } else if (at_head) {
-    file->qnext[tier] = t->qhead[tier];
-    t->qhead[tier]->qprev[tier] = file;
-    t->qhead[tier] = file;
-  } else {
-    file->qprev[tier] = t->qtail[tier];
-    t->qtail[tier]->qnext[tier] = file;
-    t->qtail[tier] = file;
-  }
+void peer_files_listen(peer_files_t *t, peer_fetch_listener_t *l) {
+  peer_fetch_listener_t **pp = &t->listeners;
+  while (*pp != NULL)
+    pp = &(*pp)->next;
+  l->next = NULL;
+  *pp = l;
 }
 
-static void sched_pop(peer_file_t *file, int tier) {
-  peer_files_t *t = file->d->files;
-  if (!file->inq[tier])
-    return;
-  if (file->qprev[tier] != NULL)
-    file->qprev[tier]->qnext[tier] = file->qnext[tier];
-  else
-    t->qhead[tier] = file->qnext[tier];
-  if (file->qnext[tier] != NULL)
-    file->qnext[tier]->qprev[tier] = file->qprev[tier];
-  else
-    t->qtail[tier] = file->qprev[tier];
-  file->qnext[tier] = file->qprev[tier] = NULL;
-  file->inq[tier] = 0;
-}
-
-static void sched_unqueue(peer_file_t *file) {
-  for (int tier = 0; tier < PEER_TIER_LAST; tier++)
-    sched_pop(file, tier);
-}
-
-/* Queues a FETCHING file: small files in their own tier; bigger ones get
- * their first chunk early and the rest after every first chunk. */
-static void sched_enqueue(peer_file_t *file) {
-  if (file->mf.nchunks == 1) {
-    sched_push(file, PEER_TIER_SMALL, 0);
-    return;
-  }
-  if (file->chunk_state[0] == PEER_CHUNK_MISSING)
-    sched_push(file, PEER_TIER_FIRST, 0);
-  file->cursor = 0;
-  sched_push(file, PEER_TIER_REST, 0);
-}
-
-int peer_sched_next(peer_daemon_t *d, peer_source_t src, peer_file_t **out,
-                    uint32_t *j_out) {
-  peer_files_t *t = d->files;
-  /* Standalone: the origin may fetch any chunk. In swarm mode it gets only
-   * chunks the tracker leased to this node (or, with the tracker gone,
-   * chunks no neighbour has); peers are fed by the swarm's picker. */
-  if (d->swarm != NULL) {
-    if (src != PEER_SRC_ORIGIN)
-      return 0;
-    return peer_swarm_origin_next(d->swarm, out, j_out);
-  }
-  for (int tier = 0; tier < PEER_TIER_LAST; tier++) {
-    while (t->qhead[tier] != NULL) {
-      peer_file_t *f = t->qhead[tier];
-      if (f->state != PEER_FILE_FETCHING) {
-        sched_pop(f, tier);
-        continue;
-      }
-      uint32_t j = UINT32_MAX;
-      if (tier != PEER_TIER_REST) {
-        if (f->chunk_state[0] == PEER_CHUNK_MISSING)
-          j = 0;
-        else
-          sched_pop(f, tier);
-      } else {
-        for (uint32_t k = f->cursor; k < f->mf.nchunks; k++) {
-          if (f->chunk_state[k] == PEER_CHUNK_MISSING) {
-            j = k;
-            break;
-          }
-        }
-        if (j == UINT32_MAX)
-          sched_pop(f, tier);
-        else
-          f->cursor = j + 1;
-      }
-      if (j == UINT32_MAX)
-        continue;
-      if (tier != PEER_TIER_REST)
-        sched_pop(f, tier);
-      f->chunk_state[j] = PEER_CHUNK_INFLIGHT;
-      f->chunks_inflight++;
-      peer_file_ref(f);
-      *out = f;
-      *j_out = j;
-      return 1;
+void peer_files_unlisten(peer_files_t *t, peer_fetch_listener_t *l) {
+  for (peer_fetch_listener_t **pp = &t->listeners; *pp != NULL;
+       pp = &(*pp)->next) {
+    if (*pp == l) {
+      *pp = l->next;
+      l->next = NULL;
+      return;
     }
   }
-  return 0;
+}
+
+void peer_files_set_origin_gate(peer_files_t *t, peer_origin_gate_fn fn,
+                                void *arg) {
+  t->gate = fn;
+  t->gate_arg = arg;
+}
+
+/* The list is walked with the next pointer read first: a listener may
+ * unregister itself from its callback. */
+#define FILES_EMIT(t, cb, ...)                                                 \
+  do {                                                                         \
+    for (peer_fetch_listener_t *l_ = (t)->listeners, *n_; l_ != NULL;          \
+         l_ = n_) {                                                            \
+      n_ = l_->next;                                                           \
+      if (l_->cb != NULL)                                                      \
+        l_->cb(l_->arg, __VA_ARGS__);                                          \
+    }                                                                          \
+  } while (0)
+
+void peer_files_kick(peer_files_t *t) {
+  for (peer_fetch_listener_t *l = t->listeners, *next; l != NULL; l = next) {
+    next = l->next;
+    if (l->kick != NULL)
+      l->kick(l->arg);
+  }
+}
+
+void peer_file_chunk_live(peer_file_t *file, uint32_t j) {
+  FILES_EMIT(file->t, chunk_live, file, j);
+}
+
+void peer_file_chunk_progress(peer_file_t *file, uint32_t j) {
+  FILES_EMIT(file->t, chunk_progress, file, j);
+}
+
+/* ---- scheduling ---------------------------------------------------------- */
+
+int peer_sched_next(peer_files_t *t, peer_source_t src, peer_file_t **out,
+                    uint32_t *j_out) {
+  /* Standalone: the origin may fetch any chunk. In swarm mode it gets only
+   * what the gate hands out (the tracker's leases, or with the tracker
+   * gone, chunks no neighbour has); peers are fed by the swarm's picker. */
+  if (t->gate != NULL) {
+    if (src != PEER_SRC_ORIGIN)
+      return 0;
+    return t->gate(t->gate_arg, out, j_out);
+  }
+  peer_file_t *f;
+  uint32_t j;
+  if (!peer_sched_pick(&t->sched, &f, &j))
+    return 0;
+  f->chunk_state[j] = PEER_CHUNK_INFLIGHT;
+  f->chunks_inflight++;
+  peer_file_ref(f);
+  *out = f;
+  *j_out = j;
+  return 1;
 }
 
 void peer_file_chunk_take(peer_file_t *file, uint32_t j) {
@@ -225,24 +199,6 @@ void peer_file_chunk_take(peer_file_t *file, uint32_t j) {
   file->chunk_state[j] = PEER_CHUNK_INFLIGHT;
   file->chunks_inflight++;
   peer_file_ref(file);
-}
-
-void peer_files_kick(peer_daemon_t *d) {
-  peer_origin_kick(d->origin);
-  if (d->swarm != NULL)
-    peer_swarm_kick(d->swarm);
-}
-
-/* A chunk is MISSING again: fetch it soon. */
-static void sched_requeue(peer_file_t *file, uint32_t j) {
-  if (file->mf.nchunks == 1) {
-    sched_push(file, PEER_TIER_SMALL, 1);
-    return;
-  }
-  if (!file->inq[PEER_TIER_REST] || j < file->cursor)
-    file->cursor = file->inq[PEER_TIER_REST] ? j : 0;
-  sched_pop(file, PEER_TIER_REST);
-  sched_push(file, PEER_TIER_REST, 1);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -269,17 +225,17 @@ void peer_file_unref(peer_file_t *file) {
   free(file);
 }
 
-/* Hands the file's outcome to every release waiting on it. The list is
- * taken first: a release may finish (and detach) inside the call. */
+/* Hands the file's outcome to everyone waiting for it. The list is taken
+ * first: a waiter may finish (and detach) inside the call. */
 static void file_notify(peer_file_t *file) {
-  peer_release_t **w = file->waiters;
+  peer_file_waiter_t *w = file->waiters;
   uint32_t n = file->nwaiters;
   file->waiters = NULL;
   file->nwaiters = file->capwaiters = 0;
   int err = file->state == PEER_FILE_COMPLETE ? 0 : file->err;
   peer_file_ref(file);
   for (uint32_t i = 0; i < n; i++)
-    peer_release_file_done(w[i], file, err, file->errmsg);
+    w[i].done(w[i].arg, file, err, file->errmsg);
   free(w);
   peer_file_unref(file);
 }
@@ -300,8 +256,7 @@ static void file_close_after(void *arg, int status) {
 /* Moves a file to CLOSING: out of the table, table reference dropped,
  * handle closed on a worker (the job holds a reference until then). */
 static void file_close_start(peer_file_t *file) {
-  peer_daemon_t *d = file->d;
-  sched_unqueue(file);
+  peer_sched_remove(&file->t->sched, file);
   file_set_state(file, PEER_FILE_CLOSING);
   file_table_remove(file);
   if (file->pf != NULL) {
@@ -309,7 +264,8 @@ static void file_close_start(peer_file_t *file) {
     if (job != NULL) {
       job->file = file;
       peer_file_ref(file);
-      if (peer_daemon_queue(d, file_close_work, file_close_after, job) == 0)
+      if (peer_ctx_queue(file->ctx, file_close_work, file_close_after, job) ==
+          0)
         goto unref_table;
       peer_file_unref(file);
       free(job);
@@ -341,8 +297,9 @@ void peer_file_fail(peer_file_t *file, int err, const char *msg) {
   file_set_state(file, PEER_FILE_FAILED);
   /* A release that lists this file later gets a fresh object. */
   file_table_remove(file);
-  sched_unqueue(file);
-  peer_origin_cancel_file(file->d->origin, file);
+  peer_sched_remove(&file->t->sched, file);
+  /* Sources stop working on it (the origin cancels its transfers). */
+  FILES_EMIT(file->t, file_failed, file);
   file_notify(file);
   file_maybe_close(file);
 }
@@ -352,9 +309,8 @@ static void file_complete(peer_file_t *file) {
   file->chunks_done = file->mf.nchunks;
   file->bytes_done = file->mf.size;
   WS_LOGD("file %s: complete", file->mf.name);
-  /* Before the releases hear of it (they may let go of the file). */
-  if (file->d->swarm != NULL)
-    peer_swarm_file_complete(file->d->swarm, file);
+  /* Before the waiters hear of it (they may let go of the file). */
+  FILES_EMIT(file->t, file_complete, file);
   file_notify(file);
   file_maybe_close(file);
 }
@@ -364,8 +320,8 @@ static void file_complete(peer_file_t *file) {
 static void file_open_work(void *arg) {
   file_job_t *job = arg;
   peer_file_t *file = job->file;
-  job->status =
-      ws_store_file_open(file->d->store, &file->mf, file->chunk_size, &job->pf);
+  job->status = ws_store_file_open(file->ctx->store, &file->mf,
+                                   file->chunk_size, &job->pf);
   if (job->status != 0 || ws_store_file_complete(job->pf))
     return;
   /* The chunk state array is not touched by the loop while OPENING. */
@@ -388,7 +344,7 @@ static void file_open_after(void *arg, int status) {
     peer_file_fail(file, rc, "opening partial");
   } else if (ws_store_file_complete(file->pf)) {
     file_complete(file);
-  } else if (file->d->state != PEER_DAEMON_RUNNING) {
+  } else if (!file->ctx->running) {
     /* Stopping: leave it for peer_files_close_all. */
     file_set_state(file, PEER_FILE_FETCHING);
   } else if (file->nwaiters == 0) {
@@ -401,13 +357,13 @@ static void file_open_after(void *arg, int status) {
       WS_LOGI("file %s: resuming, %u/%u chunks already verified", file->mf.name,
               file->chunks_done, file->mf.nchunks);
     file_set_state(file, PEER_FILE_FETCHING);
-    sched_enqueue(file);
-    peer_files_kick(file->d);
+    peer_sched_add(&file->t->sched, file);
+    peer_files_kick(file->t);
   }
   peer_file_unref(file); /* the job's */
 }
 
-int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
+int peer_file_create(peer_files_t *t, const ws_manifest_t *m,
                      const ws_mfile_t *f, const char *bucket, const char *key,
                      peer_file_t **out) {
   int rc = -ENOMEM;
@@ -415,7 +371,8 @@ int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
   file_job_t *job = calloc(1, sizeof(*job));
   if (file == NULL || job == NULL)
     goto free_all;
-  file->d = d;
+  file->t = t;
+  file->ctx = t->ctx;
   file->mf = *f;
   file->mf.name = strdup(f->name);
   file->mf.chunks = NULL;
@@ -439,13 +396,13 @@ int peer_file_create(peer_daemon_t *d, const ws_manifest_t *m,
   file->state = PEER_FILE_OPENING;
   file->refs = 2; /* table + open job */
   job->file = file;
-  rc = peer_daemon_queue(d, file_open_work, file_open_after, job);
+  rc = peer_ctx_queue(t->ctx, file_open_work, file_open_after, job);
   if (rc != 0)
     goto free_all;
   uint32_t b = file_bucket(&file->mf.sha256);
-  file->hnext = d->files->buckets[b];
-  d->files->buckets[b] = file;
-  d->files->count++;
+  file->hnext = t->buckets[b];
+  t->buckets[b] = file;
+  t->count++;
   file->intable = 1;
   *out = file;
   return 0;
@@ -476,35 +433,36 @@ int peer_file_same_chunks(const peer_file_t *file, const ws_manifest_t *m,
                 sizeof(ws_hash_t) * (size_t)mf->nchunks) == 0;
 }
 
-int peer_file_attach(peer_file_t *file, peer_release_t *rel) {
+int peer_file_attach(peer_file_t *file, peer_file_done_fn done, void *arg) {
   for (uint32_t i = 0; i < file->nwaiters; i++) {
-    if (file->waiters[i] == rel)
+    if (file->waiters[i].arg == arg)
       return 0;
   }
   if (file->state == PEER_FILE_COMPLETE)
     return 0;
   if (file->nwaiters == file->capwaiters) {
     uint32_t cap = file->capwaiters ? file->capwaiters * 2 : 4;
-    peer_release_t **w = realloc(file->waiters, sizeof(*w) * cap);
+    peer_file_waiter_t *w = realloc(file->waiters, sizeof(*w) * cap);
     if (w == NULL)
       return -ENOMEM;
     file->waiters = w;
     file->capwaiters = cap;
   }
-  file->waiters[file->nwaiters++] = rel;
+  file->waiters[file->nwaiters].done = done;
+  file->waiters[file->nwaiters++].arg = arg;
   return 1;
 }
 
-void peer_file_detach(peer_file_t *file, peer_release_t *rel) {
+void peer_file_detach(peer_file_t *file, void *arg) {
   for (uint32_t i = 0; i < file->nwaiters; i++) {
-    if (file->waiters[i] == rel) {
+    if (file->waiters[i].arg == arg) {
       file->waiters[i] = file->waiters[--file->nwaiters];
       break;
     }
   }
   /* OPENING and FINISHING re-check when their job returns. */
   if (file->nwaiters == 0 && file->state == PEER_FILE_FETCHING &&
-      file->d->state == PEER_DAEMON_RUNNING)
+      file->ctx->running)
     peer_file_fail(file, WS_ECANCELED, "no release needs it");
 }
 
@@ -518,11 +476,10 @@ uint32_t peer_file_chunk_len(const peer_file_t *file, uint32_t j) {
 
 void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
                           int status, const char *errmsg) {
-  peer_daemon_t *d = file->d;
+  peer_counters_t *counters = &file->ctx->counters;
   assert(j < file->mf.nchunks && file->chunk_state[j] == PEER_CHUNK_INFLIGHT);
   file->chunks_inflight--;
-  int fetching =
-      file->state == PEER_FILE_FETCHING && d->state == PEER_DAEMON_RUNNING;
+  int fetching = file->state == PEER_FILE_FETCHING && file->ctx->running;
   if (status == 0) {
     uint32_t len = peer_file_chunk_len(file, j);
     file->chunk_state[j] = PEER_CHUNK_DONE;
@@ -532,15 +489,14 @@ void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
       file->bytes_from_s3 += len;
     else
       file->bytes_from_peers += len;
-    d->metrics.chunks_verified++;
-    if (d->swarm != NULL)
-      peer_swarm_chunk_done(d->swarm, file, j, src);
+    counters->chunks_verified++;
+    FILES_EMIT(file->t, chunk_done, file, j, src);
     if (fetching && file->chunks_done == file->mf.nchunks)
       file_finish_start(file);
   } else {
     file->chunk_state[j] = PEER_CHUNK_MISSING;
     if (status == WS_EDIGEST) {
-      d->metrics.chunks_failed++;
+      counters->chunks_failed++;
       file->chunk_tries[j]++;
       WS_LOGW("file %s: chunk %u failed its hash (try %u)", file->mf.name, j,
               file->chunk_tries[j]);
@@ -550,11 +506,11 @@ void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
                  file->chunk_tries[j]);
         peer_file_fail(file, WS_EDIGEST, msg);
       } else if (fetching) {
-        sched_requeue(file, j);
+        peer_sched_requeue(&file->t->sched, file, j);
       }
     } else if (status == WS_ECANCELED) {
       if (fetching)
-        sched_requeue(file, j);
+        peer_sched_requeue(&file->t->sched, file, j);
     } else if (fetching) {
       peer_file_fail(file, status, errmsg);
     }
@@ -578,20 +534,20 @@ static void file_finish_after(void *arg, int status) {
     file_complete(file);
   } else if (rc == WS_EDIGEST && file->mf.chunks == NULL &&
              file->digest_retries < PEER_FILE_DIGEST_RETRIES_MAX &&
-             file->d->state == PEER_DAEMON_RUNNING && file->nwaiters > 0) {
+             file->ctx->running && file->nwaiters > 0) {
     /* Whole-file mode: some chunk was bad and nothing said which. The store
      * discarded the partial; fetch every chunk again. */
     file->digest_retries++;
-    file->d->metrics.files_refetched++;
+    file->ctx->counters.files_refetched++;
     WS_LOGW("file %s: whole-file sha256 mismatch; refetching it",
             file->mf.name);
     memset(file->chunk_state, PEER_CHUNK_MISSING, file->mf.nchunks);
     file->chunks_done = 0;
     file->bytes_done = 0;
     file_set_state(file, PEER_FILE_FETCHING);
-    sched_enqueue(file);
-    peer_files_kick(file->d);
-  } else if (file->d->state != PEER_DAEMON_RUNNING) {
+    peer_sched_add(&file->t->sched, file);
+    peer_files_kick(file->t);
+  } else if (!file->ctx->running) {
     /* Stopping: the bitmap keeps the chunks; finish again after restart. */
     file_set_state(file, PEER_FILE_FETCHING);
   } else {
@@ -603,7 +559,7 @@ static void file_finish_after(void *arg, int status) {
 }
 
 static void file_finish_start(peer_file_t *file) {
-  sched_unqueue(file);
+  peer_sched_remove(&file->t->sched, file);
   file_set_state(file, PEER_FILE_FINISHING);
   file_job_t *job = calloc(1, sizeof(*job));
   if (job == NULL) {
@@ -612,7 +568,7 @@ static void file_finish_start(peer_file_t *file) {
   }
   job->file = file;
   peer_file_ref(file);
-  int rc = peer_daemon_queue(file->d, file_finish_work, file_finish_after, job);
+  int rc = peer_ctx_queue(file->ctx, file_finish_work, file_finish_after, job);
   if (rc != 0) {
     free(job);
     peer_file_unref(file);
@@ -620,8 +576,7 @@ static void file_finish_start(peer_file_t *file) {
   }
 }
 
-void peer_files_close_all(peer_daemon_t *d) {
-  peer_files_t *t = d->files;
+void peer_files_close_all(peer_files_t *t) {
   for (uint32_t b = 0; b < PEER_FILE_HASH_BUCKETS; b++) {
     while (t->buckets[b] != NULL) {
       peer_file_t *f = t->buckets[b];

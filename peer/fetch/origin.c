@@ -1,11 +1,11 @@
-/* origin.c - the S3 chunk fetcher (see origin.h for the data path and the
- * transfer states).
+/* origin.c - the S3 chunk fetcher (see origin.h for the data path).
  *
- * Owns: the transfers (one per chunk in flight), their write requests and
- * their verify jobs. Borrows the daemon's S3 client and buffer pool.
- * Thread: loop thread; xfer_verify_work runs on a worker and touches only
- * the transfer and the store handle (which stays open while the file holds
- * a chunk INFLIGHT).
+ * Owns: the transfers (one per chunk in flight), each with its S3 request
+ * and its inbound-chunk machine (inbound.h: buffers, ordered hashed writes,
+ * verify and commit). Borrows the context's S3 client and the files table,
+ * where it is registered as a listener (kick, file_failed).
+ * Thread: loop thread (the writes and the verify run on workers inside the
+ * inbound machine).
  */
 #include "fetch/origin.h"
 
@@ -15,46 +15,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/bufpool.h"
-#include "fetch/chunk_writer.h"
 #include "core/tunables.h"
-#include "swarm/swarm.h"
+#include "fetch/inbound.h"
 #include "ws_log.h"
 
-typedef enum {
-  XFER_RECEIVING,
-  XFER_DRAINING,
-  XFER_VERIFYING,
-  XFER_STATE_LAST
-} xfer_state_t;
-
+/* One chunk being fetched. Its bytes and outcome live in the inbound
+ * machine; the transfer holds the file reference the scheduler gave, the
+ * request and the timing that decides when it is "ending". */
 typedef struct xfer_s xfer_t;
 struct xfer_s {
   peer_origin_t *o;
   xfer_t *prev, *next;
-  xfer_state_t state;
   peer_file_t *file; /* reference held */
   uint32_t j;
   uint64_t off; /* chunk's first byte in the file (and the object) */
   uint32_t len;
-  uint64_t received; /* body bytes accepted */
-  uint64_t written;  /* bytes in the partial file, in order from off */
   uint64_t start_ms; /* GET queued */
   uint64_t first_ms; /* first body byte (when got_first) */
   bool got_first;
   bool ending;      /* last stretch or done: a spare lease may start */
   ws_s3_req_t *req; /* NULL once done */
-  peer_buf_t *cur;  /* filling; written when full or at the chunk's end */
-  uint64_t cur_off; /* file offset of cur->data[0] */
-  unsigned writes;  /* uv_fs_write in flight */
-  int status;       /* first error */
-  char errmsg[256];
-  peer_bufwait_t wait;
-  peer_chunkw_t cw; /* ordered, hashed writes of the chunk */
+  peer_inbound_t *in;
 };
 
 struct peer_origin_s {
-  peer_daemon_t *d;
+  peer_ctx_t *ctx;
+  peer_files_t *files;
+  peer_fetch_listener_t listener;
   unsigned max_inflight;
   unsigned inflight;
   uint64_t lead_ms; /* moving average of GET -> first byte; 0: none yet */
@@ -62,24 +49,26 @@ struct peer_origin_s {
   xfer_t *head;
 };
 
-static void xfer_maybe_finish(xfer_t *x);
-
-static void xfer_set_state(xfer_t *x, xfer_state_t to) {
-  static const uint8_t legal[XFER_STATE_LAST][XFER_STATE_LAST] = {
-      [XFER_RECEIVING] = {[XFER_DRAINING] = 1},
-      [XFER_DRAINING] = {[XFER_VERIFYING] = 1},
-  };
-  assert(legal[x->state][to]);
-  x->state = to;
+static void origin_on_kick(void *arg) {
+  peer_origin_kick(arg);
 }
 
-int peer_origin_new(peer_daemon_t *d, unsigned max_inflight,
+static void origin_on_file_failed(void *arg, peer_file_t *file) {
+  peer_origin_cancel_file(arg, file);
+}
+
+int peer_origin_new(peer_ctx_t *ctx, peer_files_t *files, unsigned max_inflight,
                     peer_origin_t **out) {
   peer_origin_t *o = calloc(1, sizeof(*o));
   if (o == NULL)
     return -ENOMEM;
-  o->d = d;
+  o->ctx = ctx;
+  o->files = files;
   o->max_inflight = max_inflight;
+  o->listener.arg = o;
+  o->listener.kick = origin_on_kick;
+  o->listener.file_failed = origin_on_file_failed;
+  peer_files_listen(files, &o->listener);
   *out = o;
   return 0;
 }
@@ -88,59 +77,12 @@ void peer_origin_free(peer_origin_t *o) {
   if (o == NULL)
     return;
   assert(o->inflight == 0);
+  peer_files_unlisten(o->files, &o->listener);
   free(o);
 }
 
 unsigned peer_origin_inflight(const peer_origin_t *o) {
   return o->inflight;
-}
-
-static void xfer_fail(xfer_t *x, int err, const char *msg) {
-  if (x->status != 0)
-    return;
-  x->status = err;
-  snprintf(x->errmsg, sizeof(x->errmsg), "%s", msg ? msg : ws_strerror(err));
-  if (x->req != NULL)
-    ws_s3_req_cancel(x->req);
-}
-
-/* ---- writes ------------------------------------------------------------- */
-
-static void xfer_written(void *arg, peer_buf_t *buf, int status) {
-  xfer_t *x = arg;
-  peer_bufpool_t *pool = x->o->d->pool;
-  if (status != 0)
-    xfer_fail(x, status, "writing partial file");
-  x->writes--;
-  if (status == 0 && x->status == 0) {
-    x->written += buf->len;
-    /* Neighbours streaming this chunk as it arrives may send more. */
-    if (x->o->d->swarm != NULL)
-      peer_swarm_chunk_progress(x->o->d->swarm, x->file, x->j);
-  }
-  /* x may be freed here; put() then resumes a paused transfer (which may
-   * deliver data at once), so it comes last. */
-  xfer_maybe_finish(x);
-  peer_bufpool_put(pool, buf);
-}
-
-/* Queues cur for writing; the buffer travels with the write request. */
-static void xfer_flush(xfer_t *x) {
-  peer_buf_t *buf = x->cur;
-  x->cur = NULL;
-  if (buf == NULL)
-    return;
-  if (buf->len == 0 || x->status != 0) {
-    peer_bufpool_put(x->o->d->pool, buf);
-    return;
-  }
-  int rc = peer_chunkw_write(&x->cw, buf, x->cur_off);
-  if (rc != 0) {
-    xfer_fail(x, rc, "writing partial file");
-    peer_bufpool_put(x->o->d->pool, buf);
-    return;
-  }
-  x->writes++;
 }
 
 /* ---- overlap ------------------------------------------------------------ */
@@ -152,7 +94,8 @@ static void xfer_flush(xfer_t *x) {
  * has no gap between them. */
 static void xfer_note_progress(xfer_t *x) {
   peer_origin_t *o = x->o;
-  uint64_t now = uv_now(&o->d->loop);
+  uint64_t now = uv_now(o->ctx->loop);
+  uint64_t received = peer_inbound_received(x->in);
   if (x->ending)
     return;
   if (!x->got_first) {
@@ -165,11 +108,11 @@ static void xfer_note_progress(xfer_t *x) {
     return;
   }
   uint64_t elapsed = now - x->first_ms;
-  if (elapsed < PEER_ORIGIN_RATE_MIN_MS || x->received == 0)
+  if (elapsed < PEER_ORIGIN_RATE_MIN_MS || received == 0)
     return;
-  uint64_t left = x->len - x->received;
+  uint64_t left = x->len - received;
   /* left / (received / elapsed) <= 1.5 lead, without dividing. */
-  if (left * elapsed * 2 <= 3 * o->lead_ms * x->received) {
+  if (left * elapsed * 2 <= 3 * o->lead_ms * received) {
     x->ending = true;
     peer_origin_kick(o);
   }
@@ -179,8 +122,8 @@ int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
                      uint32_t j, uint64_t *written) {
   for (const xfer_t *x = o->head; x != NULL; x = x->next) {
     if (x->file == file && x->j == j) {
-      *written = x->written;
-      return x->status == 0;
+      *written = peer_inbound_written(x->in);
+      return peer_inbound_status(x->in) == 0;
     }
   }
   return 0;
@@ -190,7 +133,7 @@ unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,
                           uint32_t *js, unsigned max) {
   unsigned n = 0;
   for (const xfer_t *x = o->head; x != NULL && n < max; x = x->next) {
-    if (x->status == 0) {
+    if (peer_inbound_status(x->in) == 0) {
       files[n] = x->file;
       js[n++] = x->j;
     }
@@ -202,96 +145,35 @@ int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
                           uint32_t j) {
   for (const xfer_t *x = o->head; x != NULL; x = x->next) {
     if (x->file == file && x->j == j)
-      return x->state == XFER_RECEIVING && !x->ending;
+      return peer_inbound_receiving(x->in) && !x->ending;
   }
   return 0;
 }
 
-/* ---- S3 callbacks ------------------------------------------------------ */
+/* ---- the inbound machine's callbacks ------------------------------------ */
 
-static void xfer_wake(peer_bufwait_t *w) {
-  xfer_t *x = (xfer_t *)((char *)w - offsetof(xfer_t, wait));
+static void xfer_wake(void *arg) {
+  xfer_t *x = arg;
   if (x->req != NULL)
     ws_s3_req_resume(x->req);
 }
 
-static int xfer_data(ws_s3_req_t *req, uint64_t offset, const void *data,
-                     size_t len, void *arg) {
+/* Neighbours streaming this chunk as it arrives may send more. */
+static void xfer_progress(void *arg, uint64_t written) {
   xfer_t *x = arg;
-  peer_bufpool_t *pool = x->o->d->pool;
-  const char *p = data;
-  if (x->status != 0)
-    return x->status;
-  if (offset != x->off + x->received || len > x->len - x->received) {
-    xfer_fail(x, WS_ES3, "S3 body does not match the range asked");
-    return WS_ES3;
-  }
-  if (x->file->etag == NULL) {
-    const char *etag = ws_s3_req_etag(req);
-    if (etag != NULL)
-      x->file->etag = strdup(etag);
-  }
-  /* Accept all of data or none of it (the callback contract): count the
-   * buffers it needs beyond the room in cur and pause if the pool lacks
-   * them. */
-  size_t room = x->cur != NULL ? x->cur->cap - x->cur->len : 0;
-  size_t bufsz = peer_bufpool_buf_bytes(pool);
-  size_t need = len > room ? (len - room + bufsz - 1) / bufsz : 0;
-  if (need > peer_bufpool_available(pool)) {
-    peer_bufpool_wait(pool, &x->wait);
-    return WS_S3_DATA_PAUSE;
-  }
-  while (len > 0) {
-    if (x->cur == NULL) {
-      x->cur = peer_bufpool_get(pool);
-      assert(x->cur != NULL);
-      x->cur_off = x->off + x->received;
-    }
-    size_t n = x->cur->cap - x->cur->len;
-    if (n > len)
-      n = len;
-    memcpy(x->cur->data + x->cur->len, p, n);
-    x->cur->len += n;
-    x->received += n;
-    p += n;
-    len -= n;
-    if (x->cur->len == x->cur->cap || x->received == x->len)
-      xfer_flush(x);
-  }
-  xfer_note_progress(x);
-  return WS_S3_DATA_OK;
+  (void)written;
+  peer_file_chunk_progress(x->file, x->j);
 }
 
-static void xfer_done(ws_s3_req_t *req, int status, void *arg) {
+/* A write failed or the transfer was canceled: stop the body. */
+static void xfer_failed(void *arg, int status) {
   xfer_t *x = arg;
-  peer_bufpool_t *pool = x->o->d->pool;
-  x->req = NULL;
-  WS_LOGD("origin: %s chunk %u: body in %llu ms, first byte after %llu ms",
-          x->file->mf.name, x->j,
-          (unsigned long long)(uv_now(&x->o->d->loop) - x->start_ms),
-          (unsigned long long)(x->got_first ? x->first_ms - x->start_ms : 0));
-  peer_bufpool_unwait(x->o->d->pool, &x->wait);
-  if (status != 0 && x->status == 0) {
-    x->status = status;
-    snprintf(x->errmsg, sizeof(x->errmsg), "%s", ws_s3_req_errmsg(req));
-  }
-  if (x->status == 0 && x->received != x->len)
-    xfer_fail(x, WS_ETRUNCATED, "S3 body ended early");
-  xfer_flush(x);
-  xfer_set_state(x, XFER_DRAINING);
-  if (!x->ending) {
-    x->ending = true;
-    peer_origin_kick(x->o);
-  }
-  xfer_maybe_finish(x);
-  /* A transfer woken for a buffer may end without taking it: pass the
-   * wake-up on so no parked transfer waits for a buffer that is free. */
-  peer_bufpool_kick(pool);
+  (void)status;
+  if (x->req != NULL)
+    ws_s3_req_cancel(x->req);
 }
 
-/* ---- verify and complete ----------------------------------------------- */
-
-static void xfer_complete(xfer_t *x, int status, int kick) {
+static void xfer_unlink(xfer_t *x) {
   peer_origin_t *o = x->o;
   if (x->prev != NULL)
     x->prev->next = x->next;
@@ -300,51 +182,78 @@ static void xfer_complete(xfer_t *x, int status, int kick) {
   if (x->next != NULL)
     x->next->prev = x->prev;
   o->inflight--;
-  if (status == 0)
-    o->d->metrics.s3_bytes_chunks += x->len;
+}
+
+/* Reports the chunk and frees x. Uploads of the chunk as it arrived get
+ * the rest now, or fail (x is gone, so a retry is a new transfer). */
+static void xfer_report(xfer_t *x, int status, const char *errmsg) {
   peer_file_t *file = x->file;
   uint32_t j = x->j;
-  peer_chunkw_cleanup(&x->cw);
-  peer_file_chunk_done(file, j, PEER_SRC_ORIGIN, status, x->errmsg);
+  xfer_unlink(x);
   free(x);
-  /* Uploads of the chunk as it arrived: the rest now, or they fail (x is
-   * gone, so a retry is a new transfer). */
-  if (o->d->swarm != NULL)
-    peer_swarm_chunk_progress(o->d->swarm, file, j);
+  peer_file_chunk_done(file, j, PEER_SRC_ORIGIN, status, errmsg);
+  peer_file_chunk_progress(file, j);
   peer_file_unref(file);
-  if (kick)
-    peer_origin_kick(o);
 }
 
-/* [worker] Checks the digest of what was written and commits the chunk. */
-static void xfer_verify_work(void *arg) {
+/* The inbound machine is done (and freed): verified and committed, or
+ * failed. */
+static void xfer_done(void *arg, int status, const char *errmsg) {
   xfer_t *x = arg;
-  x->status = peer_chunkw_verify_commit(&x->cw);
+  peer_origin_t *o = x->o;
+  if (status == 0)
+    o->ctx->counters.s3_bytes_chunks += x->len;
+  xfer_report(x, status, errmsg);
+  peer_origin_kick(o);
 }
 
-static void xfer_verify_after(void *arg, int status) {
+/* ---- S3 callbacks ------------------------------------------------------ */
+
+static int xfer_s3_data(ws_s3_req_t *req, uint64_t offset, const void *data,
+                        size_t len, void *arg) {
   xfer_t *x = arg;
+  int status = peer_inbound_status(x->in);
+  uint64_t received = peer_inbound_received(x->in);
   if (status != 0)
-    x->status = status;
-  if (x->status != 0 && x->status != WS_EDIGEST)
-    snprintf(x->errmsg, sizeof(x->errmsg), "committing chunk %u: %s", x->j,
-             ws_strerror(x->status));
-  xfer_complete(x, x->status, 1);
+    return status;
+  if (offset != x->off + received || len > x->len - received) {
+    peer_inbound_fail(x->in, WS_ES3, "S3 body does not match the range asked");
+    return WS_ES3;
+  }
+  if (x->file->etag == NULL) {
+    const char *etag = ws_s3_req_etag(req);
+    if (etag != NULL)
+      x->file->etag = strdup(etag);
+  }
+  /* Accept all of data or none of it (the callback contract): the inbound
+   * machine takes nothing and parks when the pool lacks the buffers. */
+  int rc = peer_inbound_data(x->in, data, len);
+  if (rc == PEER_INBOUND_PAUSE)
+    return WS_S3_DATA_PAUSE;
+  if (rc != 0)
+    return rc;
+  xfer_note_progress(x);
+  return WS_S3_DATA_OK;
 }
 
-static void xfer_maybe_finish(xfer_t *x) {
-  if (x->state != XFER_DRAINING || x->writes > 0)
-    return;
-  if (x->status != 0) {
-    xfer_complete(x, x->status, 1);
-    return;
+static void xfer_s3_done(ws_s3_req_t *req, int status, void *arg) {
+  xfer_t *x = arg;
+  x->req = NULL;
+  WS_LOGD("origin: %s chunk %u: body in %llu ms, first byte after %llu ms",
+          x->file->mf.name, x->j,
+          (unsigned long long)(uv_now(x->o->ctx->loop) - x->start_ms),
+          (unsigned long long)(x->got_first ? x->first_ms - x->start_ms : 0));
+  const char *msg = ws_s3_req_errmsg(req);
+  if (status != 0)
+    peer_inbound_fail(x->in, status, msg);
+  else if (peer_inbound_received(x->in) != x->len)
+    peer_inbound_fail(x->in, status = WS_ETRUNCATED,
+                      msg = "S3 body ended early");
+  if (!x->ending) {
+    x->ending = true;
+    peer_origin_kick(x->o);
   }
-  xfer_set_state(x, XFER_VERIFYING);
-  int rc = peer_daemon_queue(x->o->d, xfer_verify_work, xfer_verify_after, x);
-  if (rc != 0) {
-    snprintf(x->errmsg, sizeof(x->errmsg), "queueing verify");
-    xfer_complete(x, rc, 1);
-  }
+  peer_inbound_end(x->in, status, msg); /* may free x */
 }
 
 /* ---- scheduling -------------------------------------------------------- */
@@ -358,10 +267,14 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
   x->j = j;
   x->off = (uint64_t)j * file->chunk_size;
   x->len = peer_file_chunk_len(file, j);
-  x->wait.cb = xfer_wake;
-  x->state = XFER_RECEIVING;
-  x->start_ms = uv_now(&o->d->loop);
-  int rc = peer_chunkw_init(&x->cw, o->d, file, j, xfer_written, x);
+  x->start_ms = uv_now(o->ctx->loop);
+  const peer_inbound_ops_t ops = {.mode = PEER_INBOUND_ALL_OR_NONE,
+                                  .arg = x,
+                                  .wake = xfer_wake,
+                                  .progress = xfer_progress,
+                                  .failed = xfer_failed,
+                                  .done = xfer_done};
+  int rc = peer_inbound_new(o->ctx, file, j, &ops, &x->in);
   ws_s3_range_t range = {
       .offset = x->off, .len = x->len, .if_match = file->etag};
   x->next = o->head;
@@ -370,31 +283,28 @@ static int xfer_start(peer_origin_t *o, peer_file_t *file, uint32_t j) {
   o->head = x;
   o->inflight++;
   if (rc == 0)
-    x->req = ws_s3_get(o->d->s3, file->bucket, file->key, &range, xfer_data,
-                       xfer_done, x);
+    x->req = ws_s3_get(o->ctx->s3, file->bucket, file->key, &range,
+                       xfer_s3_data, xfer_s3_done, x);
   if (x->req == NULL) {
-    /* Nothing will be called back: finish it here, outside any callback
-     * of the transfer. */
-    x->state = XFER_DRAINING;
-    x->status = -ENOMEM;
-    snprintf(x->errmsg, sizeof(x->errmsg), "starting S3 GET");
-    xfer_complete(x, -ENOMEM, 0);
+    /* Nothing will be called back: report it here, outside any callback
+     * of the transfer, and without kicking (the caller's loop stops). */
+    if (rc == 0)
+      peer_inbound_free(x->in);
+    xfer_report(x, -ENOMEM, "starting S3 GET");
     return -ENOMEM;
   }
   WS_LOGD("origin: GET %s chunk %u (%u bytes)", file->mf.name, j, x->len);
-  if (o->d->swarm != NULL)
-    peer_swarm_chunk_live(o->d->swarm, file, j);
+  peer_file_chunk_live(file, j);
   return 0;
 }
 
 void peer_origin_kick(peer_origin_t *o) {
   if (o == NULL)
     return;
-  while (!o->stopped && o->inflight < o->max_inflight &&
-         o->d->state == PEER_DAEMON_RUNNING) {
+  while (!o->stopped && o->inflight < o->max_inflight && o->ctx->running) {
     peer_file_t *file;
     uint32_t j;
-    if (!peer_sched_next(o->d, PEER_SRC_ORIGIN, &file, &j))
+    if (!peer_sched_next(o->files, PEER_SRC_ORIGIN, &file, &j))
       break;
     if (xfer_start(o, file, j) != 0)
       break;
@@ -406,7 +316,7 @@ void peer_origin_cancel_file(peer_origin_t *o, peer_file_t *file) {
     return;
   for (xfer_t *x = o->head; x != NULL; x = x->next) {
     if (x->file == file && x->req != NULL)
-      xfer_fail(x, WS_ECANCELED, "canceled");
+      peer_inbound_fail(x->in, WS_ECANCELED, "canceled");
   }
 }
 
@@ -416,6 +326,6 @@ void peer_origin_stop(peer_origin_t *o) {
   o->stopped = 1;
   for (xfer_t *x = o->head; x != NULL; x = x->next) {
     if (x->req != NULL)
-      xfer_fail(x, WS_ECANCELED, "daemon stopping");
+      peer_inbound_fail(x->in, WS_ECANCELED, "daemon stopping");
   }
 }

@@ -1,4 +1,4 @@
-/* s3get.c - GET of a small S3 object into one malloc'd buffer, capped at
+/* s3_small.c - GET of a small S3 object into one malloc'd buffer, capped at
  * creation (manifest.json for release jobs and seed imports).
  *
  * Owns: the request's buffer until done, which takes it.
@@ -16,11 +16,11 @@ typedef struct {
   size_t max;
   char *buf;
   size_t len, cap;
-} s3get_t;
+} s3_small_t;
 
-static int s3get_data(ws_s3_req_t *req, uint64_t offset, const void *buf,
-                      size_t len, void *arg) {
-  s3get_t *g = arg;
+static int s3_small_data(ws_s3_req_t *req, uint64_t offset, const void *buf,
+                         size_t len, void *arg) {
+  s3_small_t *g = arg;
   (void)req;
   (void)offset;
   if (len > g->max - g->len)
@@ -42,8 +42,8 @@ static int s3get_data(ws_s3_req_t *req, uint64_t offset, const void *buf,
   return WS_S3_DATA_OK;
 }
 
-static void s3get_done(ws_s3_req_t *req, int status, void *arg) {
-  s3get_t g = *(s3get_t *)arg;
+static void s3_small_done(ws_s3_req_t *req, int status, void *arg) {
+  s3_small_t g = *(s3_small_t *)arg;
   free(arg);
   if (status != 0) {
     free(g.buf);
@@ -53,17 +53,17 @@ static void s3get_done(ws_s3_req_t *req, int status, void *arg) {
   g.done(g.arg, status, g.buf, g.len, ws_s3_req_errmsg(req));
 }
 
-ws_s3_req_t *peer_s3_get_small(peer_daemon_t *d, const char *bucket,
+ws_s3_req_t *peer_s3_get_small(peer_ctx_t *ctx, const char *bucket,
                                const char *key, size_t max_bytes,
                                peer_s3_small_cb done, void *arg) {
-  s3get_t *g = calloc(1, sizeof(*g));
+  s3_small_t *g = calloc(1, sizeof(*g));
   if (g == NULL)
     return NULL;
   g->done = done;
   g->arg = arg;
   g->max = max_bytes;
   ws_s3_req_t *req =
-      ws_s3_get(d->s3, bucket, key, NULL, s3get_data, s3get_done, g);
+      ws_s3_get(ctx->s3, bucket, key, NULL, s3_small_data, s3_small_done, g);
   if (req == NULL)
     free(g);
   return req;

@@ -1,4 +1,5 @@
-/* job.c - job records for resuming prefetches after a restart (job.h).
+/* job_record.c - job records for resuming prefetches after a restart
+ * (job_record.h): write, remove, read back.
  * Worker threads only: every function here does blocking file I/O.
  */
 #include "release/job_record.h"

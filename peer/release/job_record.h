@@ -1,11 +1,11 @@
-/* job.h - p2pd's job records: one small JSON file per release being
+/* job_record.h - p2pd's job records: one small JSON file per release being
  * fetched, <cache>/p2pd-jobs/sha256-<hex>.json = {"uri","digest"}, so that a
  * restart (also after kill -9) resumes the prefetch. The store's bitmaps
  * keep the chunks already verified, so only chunks in flight are fetched
  * again. Worker threads only (blocking file I/O).
  */
-#ifndef PEER_JOB_H
-#define PEER_JOB_H
+#ifndef PEER_RELEASE_JOB_RECORD_H
+#define PEER_RELEASE_JOB_RECORD_H
 
 #include "digest.h"
 #include "ws_err.h"

@@ -1,10 +1,11 @@
-/* release_prefetch.c - the ways a release job starts: POST prefetch (by
- * URI and/or digest), the swarm's wanted set (digest only), and resumes
- * from job records after a restart.
+/* prefetch.c - the ways a release enters the table: POST prefetch (by URI
+ * and/or digest), the swarm's want hook (the tracker's wanted set), resumes
+ * from job records after a restart, releases found published in the cache
+ * at startup, and seed imports.
  *
- * Owns: nothing long-lived; a new release goes on the daemon's list
- * (release.c) and the request is parked on it (release_view.c).
- * Thread: loop thread.
+ * Owns: nothing long-lived; a new release goes on the table's list
+ * (release.c). Refusals are error codes with a short reason; the caller
+ * (the API) turns them into replies. Thread: loop thread.
  */
 #include "release/release-int.h"
 
@@ -60,7 +61,8 @@ static int rel_parse_uri(const char *uri, char **bucket, char **prefix,
   return 0;
 }
 
-/* (Re)starts rel from uri: RESOLVING. */
+/* (Re)starts rel from uri: RESOLVING. Takes bucket and prefix when it
+ * returns 0. */
 static int rel_start(peer_release_t *rel, char *bucket, char *prefix,
                      const char *uri) {
   char *u = strdup(uri);
@@ -73,38 +75,89 @@ static int rel_start(peer_release_t *rel, char *bucket, char *prefix,
   rel->bucket = bucket;
   rel->prefix = prefix;
   rel->mpeer_tried = 0;
-  if (rel->state == PEER_REL_FAILED) {
-    peer_rel_set_state(rel, PEER_REL_RESOLVING);
-    rel->err = 0;
-    rel->errmsg[0] = '\0';
-    rel->started_unix_ms = peer_daemon_now_unix_ms();
-    rel->finished_unix_ms = 0;
-    rel->t0_ns = uv_hrtime();
-  }
+  if (rel->state == PEER_REL_FAILED)
+    peer_rel_restart(rel);
   WS_LOGI("release %s: prefetch from %s", peer_rel_name(rel), uri);
   peer_rel_resolve_start(rel);
   return 0;
 }
 
-static void rel_prefetch(peer_daemon_t *d, const char *uri,
-                         const ws_hash_t *expect, ws_httpd_req_t *req) {
-  char *bucket = NULL, *prefix = NULL;
-  int has_digest = 0;
-  ws_hash_t digest;
+/* Hands the caller a reference to rel when it wants one (out not NULL). */
+static int rel_give(peer_release_t *rel, peer_release_t **out) {
+  if (out != NULL) {
+    peer_rel_ref(rel);
+    *out = rel;
+  }
+  return 0;
+}
+
+/* The release of a legacy URI (no digest in it) still resolving. */
+static peer_release_t *rel_find_legacy(const peer_releases_t *t,
+                                       const char *uri) {
   peer_release_t *rel = NULL;
-  int rc;
+  for (peer_release_t *r = t->head; r != NULL; r = r->next) {
+    if (!r->digest_known && r->uri != NULL && strcmp(r->uri, uri) == 0)
+      rel = r;
+  }
+  return rel;
+}
+
+/* Creates rel (when NULL) or restarts it (FAILED) from uri. Takes bucket
+ * and prefix. */
+static int rel_launch(peer_releases_t *t, peer_release_t *rel, const char *uri,
+                      const ws_hash_t *digest, const ws_hash_t *expect,
+                      char *bucket, char *prefix, peer_release_t **out) {
+  if (rel == NULL) {
+    rel = peer_rel_new(t, PEER_REL_RESOLVING);
+    if (rel == NULL) {
+      free(bucket);
+      free(prefix);
+      return -ENOMEM;
+    }
+    /* The URI's digest or, for a legacy URI, the expected one: either way
+     * the manifest read must hash to it. */
+    if (digest != NULL)
+      peer_rel_set_digest(rel, digest);
+  }
+  if (expect != NULL) {
+    rel->expect = *expect;
+    rel->expect_known = 1;
+  }
+  /* The caller's reference first: a legacy URI that fails at once leaves
+   * the list, and the caller still reads how it failed. */
+  rel_give(rel, out);
+  /* uri may be rel->uri, which rel_start replaces. */
+  char *uri_copy = strdup(uri);
+  int rc =
+      uri_copy != NULL ? rel_start(rel, bucket, prefix, uri_copy) : -ENOMEM;
+  free(uri_copy);
+  if (rc != 0) {
+    free(bucket);
+    free(prefix);
+    peer_rel_fail(rel, rc, "prefetch");
+  }
+  return 0;
+}
+
+static void rel_prefetch_digest(peer_releases_t *t, const ws_hash_t *digest);
+
+static int rel_prefetch(peer_releases_t *t, const char *uri,
+                        const ws_hash_t *expect, peer_release_t **out,
+                        const char **why) {
+  char *bucket = NULL, *prefix = NULL;
+  int has_digest = 0, rc = 0;
+  ws_hash_t digest;
+  *why = NULL;
+  if (out != NULL)
+    *out = NULL;
   if (uri != NULL) {
-    rc = rel_parse_uri(uri, &bucket, &prefix, &has_digest, &digest);
-    if (rc != 0) {
-      if (req != NULL)
-        ws_httpd_reply_error(req, 400, WS_EUSAGE,
-                             "uri must be s3://bucket/prefix/");
-      return;
+    if (rel_parse_uri(uri, &bucket, &prefix, &has_digest, &digest) != 0) {
+      *why = "uri must be s3://bucket/prefix/";
+      return WS_EUSAGE;
     }
     if (has_digest && expect != NULL && !ws_hash_eq(&digest, expect)) {
-      if (req != NULL)
-        ws_httpd_reply_error(req, 422, WS_EDIGEST,
-                             "digest differs from the URI's sha256-<hex>");
+      *why = "digest differs from the URI's sha256-<hex>";
+      rc = WS_EDIGEST;
       goto free_uri;
     }
   }
@@ -112,127 +165,76 @@ static void rel_prefetch(peer_daemon_t *d, const char *uri,
     digest = *expect;
     has_digest = 1;
   }
-  if (has_digest) {
-    rel = peer_release_find(d, &digest);
-  } else {
-    for (peer_release_t *r = d->releases; r != NULL; r = r->next) {
-      if (!r->digest_known && r->uri != NULL && strcmp(r->uri, uri) == 0)
-        rel = r;
-    }
-  }
-  if (rel == NULL && uri == NULL && d->swarm != NULL) {
+  peer_release_t *rel =
+      has_digest ? peer_release_find(t, &digest) : rel_find_legacy(t, uri);
+  if (rel == NULL && uri == NULL && t->swarm != NULL) {
     /* Swarm mode: neighbours holding the release send its manifest. */
-    peer_release_prefetch_digest(d, &digest);
-    rel = peer_release_find(d, &digest);
+    rel_prefetch_digest(t, &digest);
+    rel = peer_release_find(t, &digest);
     if (rel == NULL) {
-      if (req != NULL)
-        ws_httpd_reply_error(req, 503, WS_EBUSY,
-                             "too many releases being fetched");
-      return;
+      *why = "too many releases being fetched";
+      return WS_EBUSY;
     }
-    if (req != NULL) {
-      peer_rel_waiter_add(rel, req, PEER_REL_WAIT_PREFETCH, 0);
-      peer_rel_answer(rel);
-    }
-    return;
+    return rel_give(rel, out);
   }
   if (rel == NULL && uri == NULL) {
-    if (req != NULL)
-      ws_httpd_reply_error(req, 404, WS_ENOTFOUND,
-                           "unknown digest; give the release's uri");
-    return;
+    *why = "unknown digest; give the release's uri";
+    return WS_ENOTFOUND;
   }
   if (rel != NULL && rel->state != PEER_REL_FAILED) {
-    /* Coalesce with the job already there. */
-    if (req != NULL) {
-      peer_rel_waiter_add(rel, req, PEER_REL_WAIT_PREFETCH, 0);
-      peer_rel_answer(rel);
-    }
+    rc = rel_give(rel, out); /* coalesce with the job already there */
     goto free_uri;
   }
   if (rel != NULL && uri == NULL) {
     if (rel->uri == NULL) {
-      if (req != NULL)
-        ws_httpd_reply_error(req, 404, WS_ENOTFOUND,
-                             "failed release has no uri; give it");
-      return;
+      *why = "failed release has no uri; give it";
+      return WS_ENOTFOUND;
     }
     rc = rel_parse_uri(rel->uri, &bucket, &prefix, &has_digest, &digest);
     if (rc != 0)
-      goto fail;
+      return rc;
     uri = rel->uri;
   }
-  if (d->active_releases >= PEER_ACTIVE_RELEASES_MAX) {
-    if (req != NULL)
-      ws_httpd_reply_error(req, 503, WS_EBUSY,
-                           "too many releases being fetched");
+  if (t->active >= PEER_ACTIVE_RELEASES_MAX) {
+    *why = "too many releases being fetched";
+    rc = WS_EBUSY;
     goto free_uri;
   }
-  if (rel == NULL) {
-    rel = peer_rel_new(d, PEER_REL_RESOLVING);
-    if (rel == NULL) {
-      rc = -ENOMEM;
-      goto fail;
-    }
-    /* The URI's digest or, for a legacy URI, the expected one: either way
-     * the manifest read must hash to it. */
-    if (has_digest)
-      peer_rel_set_digest(rel, &digest);
-  }
-  if (expect != NULL) {
-    rel->expect = *expect;
-    rel->expect_known = 1;
-  }
-  if (req != NULL)
-    peer_rel_waiter_add(rel, req, PEER_REL_WAIT_PREFETCH, 0);
-  /* rel_start takes bucket and prefix. */
-  char *uri_copy = strdup(uri);
-  if (uri_copy == NULL) {
-    peer_rel_fail(rel, -ENOMEM, "prefetch");
-    goto free_uri;
-  }
-  rc = rel_start(rel, bucket, prefix, uri_copy);
-  free(uri_copy);
-  if (rc != 0) {
-    peer_rel_fail(rel, rc, "prefetch");
-    goto free_uri;
-  }
-  return;
-fail:
-  if (req != NULL)
-    ws_httpd_reply_error(req, 500, rc, NULL);
+  return rel_launch(t, rel, uri, has_digest ? &digest : NULL, expect, bucket,
+                    prefix, out);
 free_uri:
   free(bucket);
   free(prefix);
+  return rc;
 }
 
-void peer_release_prefetch(peer_daemon_t *d, const char *uri,
-                           const ws_hash_t *expect, ws_httpd_req_t *req) {
-  rel_prefetch(d, uri, expect, req);
+int peer_release_prefetch(peer_releases_t *t, const char *uri,
+                          const ws_hash_t *expect, peer_release_t **out,
+                          const char **why) {
+  return rel_prefetch(t, uri, expect, out, why);
 }
 
-void peer_release_prefetch_digest(peer_daemon_t *d, const ws_hash_t *digest) {
-  peer_release_t *rel = peer_release_find(d, digest);
-  if (d->swarm == NULL || (rel != NULL && rel->state != PEER_REL_FAILED))
+/* Swarm mode: fetch the release known only by its digest (the tracker's
+ * wanted set without a URI, or POST prefetch {"digest"} for a release the
+ * table does not know): the manifest comes from neighbours. */
+static void rel_prefetch_digest(peer_releases_t *t, const ws_hash_t *digest) {
+  peer_release_t *rel = peer_release_find(t, digest);
+  const char *why;
+  if (t->swarm == NULL || (rel != NULL && rel->state != PEER_REL_FAILED))
     return;
   if (rel != NULL && rel->uri != NULL) {
-    rel_prefetch(d, rel->uri, digest, NULL);
+    rel_prefetch(t, rel->uri, digest, NULL, &why);
     return;
   }
-  if (d->active_releases >= PEER_ACTIVE_RELEASES_MAX)
+  if (t->active >= PEER_ACTIVE_RELEASES_MAX)
     return;
   if (rel == NULL) {
-    rel = peer_rel_new(d, PEER_REL_RESOLVING);
+    rel = peer_rel_new(t, PEER_REL_RESOLVING);
     if (rel == NULL)
       return;
     peer_rel_set_digest(rel, digest);
   } else {
-    peer_rel_set_state(rel, PEER_REL_RESOLVING);
-    rel->err = 0;
-    rel->errmsg[0] = '\0';
-    rel->started_unix_ms = peer_daemon_now_unix_ms();
-    rel->finished_unix_ms = 0;
-    rel->t0_ns = uv_hrtime();
+    peer_rel_restart(rel);
   }
   rel->mpeer_tried = 0;
   WS_LOGI("release %s: prefetch by digest (manifest from neighbours)",
@@ -240,8 +242,68 @@ void peer_release_prefetch_digest(peer_daemon_t *d, const ws_hash_t *digest) {
   peer_rel_resolve_start(rel);
 }
 
-void peer_release_resume(peer_daemon_t *d, const char *uri,
-                         const ws_hash_t *digest) {
+void peer_releases_want(peer_releases_t *t, const char *uri,
+                        const ws_hash_t *digest) {
+  const char *why;
+  if (!t->ctx->running)
+    return;
+  peer_release_t *rel = peer_release_find(t, digest);
+  if (rel != NULL && rel->state != PEER_REL_FAILED)
+    return;
+  /* A failed release is retried, but not at every announce. */
+  if (rel != NULL &&
+      peer_now_unix_ms() - rel->finished_unix_ms < PEER_MANIFEST_WAIT_MS)
+    return;
+  char ds[WS_DIGEST_STR_LEN + 1];
+  ws_digest_to_str(digest, ds);
+  WS_LOGI("tracker: cluster wants %s%s%s", ds, uri != NULL ? " from " : "",
+          uri != NULL ? uri : "");
+  if (uri != NULL)
+    rel_prefetch(t, uri, digest, NULL, &why);
+  else
+    rel_prefetch_digest(t, digest);
+}
+
+void peer_releases_resume(peer_releases_t *t, const char *uri,
+                          const ws_hash_t *digest) {
+  const char *why;
   WS_LOGI("resuming prefetch of %s", uri);
-  rel_prefetch(d, uri, digest, NULL);
+  rel_prefetch(t, uri, digest, NULL, &why);
+}
+
+/* ---- releases that arrive READY ------------------------------------------ */
+
+int peer_releases_add_ready(peer_releases_t *t, const ws_manifest_t *m,
+                            int pinned, uint64_t published_unix_ms) {
+  peer_release_t *rel = peer_rel_new(t, PEER_REL_READY);
+  if (rel == NULL)
+    return -ENOMEM;
+  peer_rel_set_digest(rel, &m->digest);
+  rel->model = m->model != NULL ? strdup(m->model) : NULL;
+  rel->version = m->version != NULL ? strdup(m->version) : NULL;
+  rel->nfiles = m->nfiles;
+  rel->bytes_total = rel->bytes_done = m->total_size;
+  rel->chunks_total = rel->chunks_done = m->total_chunks;
+  rel->pinned = pinned;
+  rel->started_unix_ms = rel->finished_unix_ms = published_unix_ms;
+  rel->t1_ns = rel->t0_ns;
+  return 0;
+}
+
+int peer_releases_seeded(peer_releases_t *t, const ws_manifest_t *m,
+                         peer_release_t **out) {
+  peer_release_t *rel = peer_release_find(t, &m->digest);
+  if (rel == NULL) {
+    int rc = peer_releases_add_ready(t, m, 1, peer_now_unix_ms());
+    if (rc != 0)
+      return rc;
+    rel = peer_release_find(t, &m->digest);
+  }
+  rel->pinned = 1;
+  /* Became READY without FETCHING: the swarm reads the manifest back from
+   * the cache and seeds it. */
+  if (t->swarm != NULL && rel->state == PEER_REL_READY)
+    peer_swarm_seed_ready(t->swarm, &rel->digest);
+  *out = rel;
+  return 0;
 }

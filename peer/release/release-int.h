@@ -1,7 +1,8 @@
-/* release-int.h - what the release job's files share: release.c (the state
- * machine: list and references, resolve, begin, fetch, finish, fail),
- * release_view.c (counters, JSON, parked requests) and release_prefetch.c
- * (the entry points that start a job). Loop thread only.
+/* release-int.h - what the release layer's files share: release.c (the
+ * table and the state machine: resolve, begin, fetch, finish, fail),
+ * prefetch.c (the entry points that start a job), watch.c (the watches
+ * settled by state changes) and view.c (counters, accessors, JSON).
+ * Loop thread only.
  */
 #ifndef PEER_RELEASE_INT_H
 #define PEER_RELEASE_INT_H
@@ -10,12 +11,59 @@
 
 #include "release/release.h"
 
-/* What a parked request waits for (release.h: prefetch vs wait). */
-typedef enum {
-  PEER_REL_WAIT_PREFETCH,
-  PEER_REL_WAIT_READY,
-  PEER_REL_WAIT_LAST
-} peer_rel_wait_t;
+struct peer_releases_s {
+  peer_ctx_t *ctx;
+  peer_files_t *files;
+  peer_swarm_t *swarm;  /* NULL when standalone */
+  peer_release_t *head; /* list, newest first */
+  unsigned active;      /* releases not READY/FAILED */
+};
+
+struct peer_release_s {
+  peer_releases_t *t;
+  peer_release_t *next; /* the table's list */
+  peer_release_state_t state;
+  unsigned refs;    /* list + jobs + S3 request + swarm ask + callers */
+  int removed;      /* out of the list (evicted/merged); freed at refs 0 */
+  int digest_known; /* 0 while a legacy URI resolves */
+  ws_hash_t digest;
+  char digest_str[WS_DIGEST_STR_LEN + 1];
+  int expect_known; /* caller's expected digest */
+  ws_hash_t expect;
+  char *uri; /* NULL for releases found in the cache */
+  char *bucket;
+  char *prefix; /* key prefix of the release's objects, ends in '/' */
+  char *model;
+  char *version;
+  char *mbytes; /* manifest bytes (until READY) */
+  size_t mlen;
+  ws_manifest_t *m;       /* parsed manifest (until READY/FAILED) */
+  peer_file_t **files;    /* m->nfiles entries (shared objects, refs held) */
+  uint32_t files_pending; /* distinct files not yet complete */
+  uint32_t nfiles;
+  uint64_t bytes_total;
+  uint64_t chunks_total;
+  /* Final counters once READY/FAILED (files are released then). */
+  uint64_t bytes_done;
+  uint64_t chunks_done;
+  uint64_t bytes_from_s3;
+  uint64_t bytes_from_peers;
+  int pinned;
+  int err;
+  char errmsg[512];
+  uint64_t started_unix_ms;
+  uint64_t finished_unix_ms;
+  uint64_t t0_ns; /* uv_hrtime at start */
+  uint64_t t1_ns; /* uv_hrtime at READY/FAILED */
+  peer_release_watch_t *watches;
+  unsigned nwatches;
+  ws_s3_req_t *mreq; /* manifest GET in flight */
+  /* Swarm mode: neighbours were asked for the manifest first; mpeer is
+   * the node id that sent the bytes being parsed ("" = from S3). */
+  int mpeer_tried;
+  int mpeer_waiting; /* the swarm will answer the manifest ask */
+  char mpeer[129];
+};
 
 static inline int peer_rel_terminal(peer_release_state_t s) {
   return s == PEER_REL_READY || s == PEER_REL_FAILED;
@@ -26,22 +74,35 @@ static inline const char *peer_rel_name(const peer_release_t *rel) {
   return rel->digest_known ? rel->digest_str : rel->uri;
 }
 
-/* ---- state machine (release.c) ----------------------------------------- */
+/* ---- table and state machine (release.c) -------------------------------- */
 
-/* A new release in state, first on d's list (the list's reference).
+/* A new release in state, first on t's list (the list's reference).
  * Returns NULL on -ENOMEM. */
-peer_release_t *peer_rel_new(peer_daemon_t *d, peer_release_state_t state);
+peer_release_t *peer_rel_new(peer_releases_t *t, peer_release_state_t state);
 void peer_rel_set_digest(peer_release_t *rel, const ws_hash_t *digest);
-/* Asserts the transition is legal and keeps d->active_releases. */
+/* Asserts the transition is legal and keeps t->active. */
 void peer_rel_set_state(peer_release_t *rel, peer_release_state_t to);
+/* FAILED -> RESOLVING: clears the error and restarts the clocks. */
+void peer_rel_restart(peer_release_t *rel);
 /* Starts RESOLVING: manifest from a neighbour (swarm, digest known, not
  * tried yet), else GET from S3, else fails. */
 void peer_rel_resolve_start(peer_release_t *rel);
-/* -> FAILED with err and msg (borrowed; NULL or "": strerror), answers the
- * parked requests. No-op when already READY/FAILED. May remove rel. */
+/* -> FAILED with err and msg (borrowed; NULL or "": strerror), settles the
+ * watches. No-op when already READY/FAILED. May remove rel. */
 void peer_rel_fail(peer_release_t *rel, int err, const char *msg);
+void peer_rel_ref(peer_release_t *rel);
 
-/* ---- counters and parked requests (release_view.c) ---------------------- */
+/* ---- watches (watch.c) -------------------------------------------------- */
+
+/* Settles every watch the current state settles (after a state change). */
+void peer_rel_watches_settle(peer_release_t *rel);
+/* Moves rel's watches to other and settles what other's state settles (a
+ * legacy URI resolved to a digest that other already has). */
+void peer_rel_watches_move(peer_release_t *rel, peer_release_t *other);
+/* Table stopping: settles every watch with WS_ECANCELED. */
+void peer_rel_watches_cancel(peer_release_t *rel);
+
+/* ---- counters (view.c) -------------------------------------------------- */
 
 typedef struct {
   uint64_t bytes_done, chunks_done, from_s3, from_peers;
@@ -49,16 +110,5 @@ typedef struct {
 
 /* Live counters (summed over the files) or the final ones once terminal. */
 void peer_rel_progress(const peer_release_t *rel, peer_rel_progress_t *p);
-/* Parks req (taken) on rel; timeout_ms 0: no timeout. Answers 503 when
- * too many are parked. */
-void peer_rel_waiter_add(peer_release_t *rel, ws_httpd_req_t *req,
-                         peer_rel_wait_t kind, uint64_t timeout_ms);
-/* Answers every parked request the current state settles. */
-void peer_rel_answer(peer_release_t *rel);
-/* Moves rel's parked requests to other and answers what other's state
- * settles (a legacy URI resolved to a digest that other already has). */
-void peer_rel_waiters_move(peer_release_t *rel, peer_release_t *other);
-/* Daemon STOPPING: answers every parked request 503. */
-void peer_rel_waiters_cancel(peer_release_t *rel);
 
 #endif

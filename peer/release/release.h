@@ -1,8 +1,8 @@
-/* release.h - a release job: resolve the manifest, reserve space, fetch
- * every file, publish.
+/* release.h - the release table and its jobs: resolve the manifest,
+ * reserve space, fetch every file, publish.
  *
- *   RESOLVING  GET <prefix>/manifest.json, hash and parse it on a worker,
- *              check the digest (URI's or the expected one)
+ *   RESOLVING  manifest.json from a neighbour (swarm mode) or S3, hashed and
+ *              parsed on a worker, digest checked (URI's or the expected one)
  *   BEGINNING  ws_store_release_begin on a worker (space reserved, ENOSPC
  *              reported here), job record written for restarts
  *   FETCHING   files attached (shared by sha256) and fetched chunk by chunk
@@ -10,9 +10,14 @@
  *   READY      releases/sha256-<digest>/ is there (terminal)
  *   FAILED     error kept (terminal; a new prefetch retries: -> RESOLVING)
  *
- * Prefetch requests are answered once the release leaves BEGINNING (200)
- * or fails (error status); wait requests once it is READY (200) or FAILED
- * (409), or at their timeout (504).
+ * The table knows nothing of HTTP: starting a job returns an error code (and
+ * a short reason) or the release, and a caller that wants to hear when the
+ * release settles registers a watch (peer_release_watch). A RESOLVED watch
+ * settles once the release has left BEGINNING or failed, a READY watch once
+ * it is READY or FAILED, or at its timeout.
+ *
+ * The table is made with its collaborators: the context (loop, store, S3,
+ * worker queue), the files table, and the swarm (NULL when standalone).
  *
  * Thread: loop thread; the bodies of the worker jobs are marked.
  */
@@ -21,10 +26,17 @@
 
 #include <stdint.h>
 
-#include "daemon.h"
+#include "core/ctx.h"
+#include "fetch/file.h"
 #include "manifest.h"
+#include "swarm/swarm.h"
+#include "ws_err.h"
 
 struct cJSON;
+
+typedef struct peer_releases_s peer_releases_t;
+typedef struct peer_release_s peer_release_t;
+typedef struct peer_release_watch_s peer_release_watch_t;
 
 typedef enum {
   PEER_REL_RESOLVING,
@@ -36,93 +48,109 @@ typedef enum {
   PEER_REL_STATE_LAST
 } peer_release_state_t;
 
-typedef struct peer_waiter_s peer_waiter_t;
+/* ---- the table ---------------------------------------------------------- */
 
-struct peer_release_s {
-  peer_daemon_t *d;
-  peer_release_t *next; /* daemon's list */
-  peer_release_state_t state;
-  unsigned refs;    /* list + jobs + S3 request */
-  int removed;      /* out of the list (evicted/merged); freed at refs 0 */
-  int digest_known; /* 0 while a legacy URI resolves */
-  ws_hash_t digest;
-  char digest_str[WS_DIGEST_STR_LEN + 1];
-  int expect_known; /* caller's expected digest */
-  ws_hash_t expect;
-  char *uri; /* NULL for releases found in the cache */
-  char *bucket;
-  char *prefix; /* key prefix of the release's objects, ends in '/' */
-  char *model;
-  char *version;
-  char *mbytes; /* manifest bytes (until READY) */
-  size_t mlen;
-  ws_manifest_t *m;       /* parsed manifest (until READY/FAILED) */
-  peer_file_t **files;    /* m->nfiles entries (shared objects, refs held) */
-  uint32_t files_pending; /* distinct files not yet complete */
-  uint32_t nfiles;
-  uint64_t bytes_total;
-  uint64_t chunks_total;
-  /* Final counters once READY/FAILED (files are released then). */
-  uint64_t bytes_done;
-  uint64_t chunks_done;
-  uint64_t bytes_from_s3;
-  uint64_t bytes_from_peers;
-  int pinned;
-  int err;
-  char errmsg[512];
-  uint64_t started_unix_ms;
-  uint64_t finished_unix_ms;
-  uint64_t t0_ns; /* uv_hrtime at start */
-  uint64_t t1_ns; /* uv_hrtime at READY/FAILED */
-  peer_waiter_t *waiters;
-  unsigned nwaiters;
-  ws_s3_req_t *mreq; /* manifest GET in flight */
-  /* Swarm mode: neighbours were asked for the manifest first; mpeer is
-   * the node id that sent the bytes being parsed ("" = from S3). */
-  int mpeer_tried;
-  int mpeer_waiting; /* the swarm will call peer_release_manifest_peer */
-  char mpeer[129];
-};
+/* Creates an empty table. ctx and files are borrowed for its whole life;
+ * swarm may be NULL (standalone). *out is new (peer_releases_free). */
+int peer_releases_new(peer_ctx_t *ctx, peer_files_t *files, peer_swarm_t *swarm,
+                      peer_releases_t **out) WS_MUST_USE;
+/* Shutdown begins: cancels manifest GETs and settles every watch with
+ * WS_ECANCELED. */
+void peer_releases_stop(peer_releases_t *t);
+/* Frees every release and the table (no worker job may be left). NULL is
+ * fine. */
+void peer_releases_free(peer_releases_t *t);
+/* Releases not READY/FAILED. */
+unsigned peer_releases_active(const peer_releases_t *t);
+/* The list, newest first: the first release (or NULL) and the next one. */
+peer_release_t *peer_releases_first(const peer_releases_t *t);
+peer_release_t *peer_release_next(const peer_release_t *rel);
+/* The release with this digest, or NULL. Borrowed. */
+peer_release_t *peer_release_find(const peer_releases_t *t,
+                                  const ws_hash_t *digest);
 
-/* POST /api/v1/prefetch: uri may be NULL (then expect must be given and
- * the release known), expect may be NULL. Creates or joins the job and
- * answers req (takes it) when the release is resolved or failed. */
-void peer_release_prefetch(peer_daemon_t *d, const char *uri,
-                           const ws_hash_t *expect, ws_httpd_req_t *req);
-/* Swarm mode: fetch the release known only by its digest (the tracker's
- * wanted set without a URI, or POST prefetch {"digest"} for a release the
- * daemon does not know): the manifest comes from neighbours. */
-void peer_release_prefetch_digest(peer_daemon_t *d, const ws_hash_t *digest);
-/* The swarm's answer to peer_swarm_manifest_fetch: the manifest bytes
- * (taken; NUL-terminated) from node_id, or bytes NULL when no neighbour
- * could give them (then S3 if the release has a URI, else it fails). */
-void peer_release_manifest_peer(peer_release_t *rel, char *bytes, size_t len,
-                                const char *node_id);
-/* Restarts a job from its record after a restart (no request). */
-void peer_release_resume(peer_daemon_t *d, const char *uri,
-                         const ws_hash_t *digest);
+/* ---- starting jobs ------------------------------------------------------ */
+
+/* POST prefetch: uri may be NULL (then expect must be given), expect may be
+ * NULL. Creates, restarts (FAILED) or joins the job. Returns 0 with *out a
+ * new reference to the release (drop it with peer_release_unref; the release
+ * may already be FAILED), or refuses with an error and *why (static text):
+ *   WS_EUSAGE     uri is not s3://bucket/prefix/
+ *   WS_EDIGEST    expect differs from the URI's sha256-<hex>
+ *   WS_ENOTFOUND  digest unknown and no uri, or a failed release has none
+ *   WS_EBUSY      PEER_ACTIVE_RELEASES_MAX releases are active
+ *   other         -ENOMEM and the like (*why NULL). */
+int peer_release_prefetch(peer_releases_t *t, const char *uri,
+                          const ws_hash_t *expect, peer_release_t **out,
+                          const char **why) WS_MUST_USE;
+/* The swarm's want hook (peer_swarm_hooks_t): the tracker's wanted set names
+ * a release (uri NULL: known by digest only). A release already known is
+ * left alone unless FAILED at least PEER_MANIFEST_WAIT_MS ago; then it is
+ * prefetched by URI, or by digest (manifest from neighbours). */
+void peer_releases_want(peer_releases_t *t, const char *uri,
+                        const ws_hash_t *digest);
+/* Restarts a job from its record after a restart (job_record.h). */
+void peer_releases_resume(peer_releases_t *t, const char *uri,
+                          const ws_hash_t *digest);
 /* Adds a release found published in the cache at startup (READY). m is
  * borrowed (counts copied). */
-int peer_release_add_ready(peer_daemon_t *d, const ws_manifest_t *m, int pinned,
-                           uint64_t published_unix_ms) WS_MUST_USE;
-
-/* The release with this digest, or NULL. Borrowed. */
-peer_release_t *peer_release_find(peer_daemon_t *d, const ws_hash_t *digest);
-/* R as documented in docs/operations.md. New object. */
-struct cJSON *peer_release_json(const peer_release_t *rel);
-const char *peer_release_state_name(peer_release_state_t s);
-/* GET .../wait: answers now or parks req until READY/FAILED/timeout. */
-void peer_release_wait(peer_release_t *rel, ws_httpd_req_t *req,
-                       uint64_t timeout_ms);
+int peer_releases_add_ready(peer_releases_t *t, const ws_manifest_t *m,
+                            int pinned, uint64_t published_unix_ms) WS_MUST_USE;
+/* m was imported into the cache and pinned (seed): the release is added
+ * READY unless known, marked pinned, and, when READY, seeded by the swarm.
+ * *out is borrowed. */
+int peer_releases_seeded(peer_releases_t *t, const ws_manifest_t *m,
+                         peer_release_t **out) WS_MUST_USE;
 /* Drops a READY or FAILED release from the table (after eviction). */
 void peer_release_remove(peer_release_t *rel);
+/* Drops a reference given by peer_release_prefetch. */
+void peer_release_unref(peer_release_t *rel);
 
-/* file.c -> release: file completed (err 0) or failed. */
-void peer_release_file_done(peer_release_t *rel, peer_file_t *file, int err,
-                            const char *msg);
-/* Daemon STOPPING: answer parked requests 503, cancel manifest GETs. */
-void peer_releases_stop(peer_daemon_t *d);
-/* Daemon teardown: frees every release. */
-void peer_releases_free(peer_daemon_t *d);
+/* ---- watching a release settle ------------------------------------------ */
+
+typedef enum {
+  PEER_REL_WATCH_RESOLVED, /* left BEGINNING (FETCHING or later) or FAILED */
+  PEER_REL_WATCH_READY,    /* READY or FAILED */
+  PEER_REL_WATCH_LAST
+} peer_release_watch_kind_t;
+
+/* Runs once. err 0: the release settled as the kind says (read its state:
+ * FAILED or not); WS_ETIMEOUT: timeout_ms passed first; WS_ECANCELED: the
+ * table is stopping. rel is borrowed for the call (it may differ from the
+ * release watched: a legacy URI that resolved to a digest another release
+ * already had hands its watches to that one). The watch is gone after the
+ * call. */
+typedef void (*peer_release_watch_fn)(void *arg, peer_release_t *rel, int err);
+
+/* 1 when kind is settled now (a watch would not wait). */
+int peer_release_settled(const peer_release_t *rel,
+                         peer_release_watch_kind_t kind);
+/* Registers cb for rel (not settled yet); timeout_ms 0: none. 0 with *out
+ * (borrowed until cb runs or peer_release_unwatch), WS_ELIMIT when
+ * PEER_WAITERS_PER_RELEASE_MAX watches wait on rel, or -ENOMEM. */
+int peer_release_watch(peer_release_t *rel, peer_release_watch_kind_t kind,
+                       uint64_t timeout_ms, peer_release_watch_fn cb, void *arg,
+                       peer_release_watch_t **out) WS_MUST_USE;
+/* Cancels a watch whose cb has not run; cb never runs. */
+void peer_release_unwatch(peer_release_watch_t *w);
+
+/* ---- what a release shows (view.c) -------------------------------------- */
+
+peer_release_state_t peer_release_state(const peer_release_t *rel);
+/* The state as the API names it ("resolving" for RESOLVING and BEGINNING). */
+const char *peer_release_state_name(peer_release_state_t s);
+/* NULL while a legacy URI resolves (digest not known yet). */
+const ws_hash_t *peer_release_digest(const peer_release_t *rel);
+const char *peer_release_digest_str(const peer_release_t *rel);
+/* When FAILED: the error and its message (borrowed); else 0 and "". */
+int peer_release_error(const peer_release_t *rel, const char **msg);
+int peer_release_pinned(const peer_release_t *rel);
+void peer_release_set_pinned(peer_release_t *rel, int pinned);
+/* The release's directory in the cache (published or being assembled).
+ * 0, WS_ENOTFOUND (digest unknown or no store) or the store's error. */
+int peer_release_path(const peer_release_t *rel, char *buf,
+                      size_t len) WS_MUST_USE;
+/* R as documented in docs/operations.md. New object. */
+struct cJSON *peer_release_json(const peer_release_t *rel);
 
 #endif

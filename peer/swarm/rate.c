@@ -1,16 +1,10 @@
-/* rate.c - token buckets for the swarm's upload and download limits
- * (--upload-rate, --download-rate).
- *
- * Bytes are charged after they moved (a payload piece that arrived cannot
- * be refused), so the bucket may go into debt; the caller then pauses that
- * stream (reads paused, next upload read delayed) for the time the debt
- * takes to repay. The burst is PEER_RATE_BURST_MS of rate, so a limited
- * link never bursts far above its rate. Loop thread only; no state
- * machine: a bucket is a number.
+/* rate.c - token buckets (rate.h): refilled from uv_hrtime at every use.
+ * Owns nothing. Thread: its user's loop thread.
  */
 #include <uv.h>
 
-#include "swarm/swarm-int.h"
+#include "core/tunables.h"
+#include "swarm/rate.h"
 
 void peer_rate_init(peer_rate_t *r, uint64_t bytes_per_s) {
   r->rate = bytes_per_s;

@@ -1,18 +1,22 @@
 /* swarm.c - the swarm object (lifecycle in swarm.h): the peer listener,
- * the tracker link and what its callbacks do, the ban list, the
- * housekeeping tick, and the kick that refills request pipelines.
+ * the tracker link and what its callbacks do, bans, the housekeeping tick,
+ * the fetch layer's events, and the public calls of swarm.h. It creates
+ * the swarm's modules with their collaborators and is the only file of the
+ * swarm that knows them all; none of them calls back into it except
+ * through the callbacks it hands them (download outcome, tracker link,
+ * fetch listener, origin gate).
  *
  * Tracker callbacks: on_peers connects to new neighbours (bounded by
  * --max-neighbors, never to ourselves, never to a banned one); on_leases
- * records the chunks the origin may fetch and kicks it; on_wanted starts a
- * prefetch (the API's path) of a release the cluster wants; on_link tracks
- * whether the tracker is reachable, because leases die with the link and
- * after PEER_TRACKER_FALLBACK_MS without one the origin falls back to
- * fetching whatever no neighbour has.
+ * records the chunks the origin may fetch and kicks it; on_wanted hands the
+ * cluster's wanted release to the release layer (hooks.want); on_link
+ * tracks whether the tracker is reachable, because leases die with the
+ * link and after PEER_TRACKER_FALLBACK_MS without one the origin falls
+ * back to fetching whatever no neighbour has.
  *
- * Owns: the listener handle, the tick timer, the tracker client, the
- * neighbour list (nbr.c frees each after its close), the release records
- * (srel.c). Thread: loop thread.
+ * Owns: the listener handle, the tick timer, the tracker link, and the
+ * modules embedded below (neighbours, records, picker, uploads, downloads,
+ * bans). Thread: loop thread.
  */
 #include <arpa/inet.h>
 #include <assert.h>
@@ -21,122 +25,103 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swarm/swarm-int.h" /* first: see its note on ws_manifest_t */
-#include "fetch/origin.h"
+#include "swarm/bans.h"
+#include "swarm/download.h"
+#include "swarm/neighbor.h"
+#include "swarm/neighbor_conn.h"
+#include "swarm/picker.h"
+#include "swarm/swarm.h"
+#include "swarm/swarm_release.h"
+#include "swarm/tracker_link.h"
+#include "swarm/upload.h"
 #include "ws_log.h"
+
+struct peer_swarm_s {
+  peer_ctx_t *ctx;
+  peer_files_t *files;
+  peer_origin_t *origin;
+  peer_swarm_hooks_t hooks;
+  int stopping;
+  uv_tcp_t listener;
+  int listening;           /* listener open (closing counts) */
+  uint16_t port;           /* bound listen port, 0 = none */
+  peer_tracker_link_t *tl; /* NULL without --tracker */
+  peer_tracker_state_t tracker;
+  peer_bans_t bans;
+  peer_neighbors_t nbrs;
+  peer_swarm_rels_t rels;
+  peer_picker_t picker;
+  peer_uploads_t uploads;
+  peer_downloads_t downloads;
+  peer_fetch_listener_t fetch_events;
+  uv_timer_t tick;
+  int tick_open;
+  uint64_t renew_ms;
+};
 
 /* ---- bans --------------------------------------------------------------- */
 
-static void swarm_hostport(char *buf, size_t len, const char *host,
-                           uint16_t port) {
-  if (host == NULL || host[0] == '\0' || port == 0)
-    buf[0] = '\0';
-  else
-    snprintf(buf, len, "%s:%u", host, port);
-}
-
-int peer_swarm_banned(peer_swarm_t *s, const char *node_id, const char *host,
-                      uint16_t port) {
-  char hp[80];
-  uint64_t now = uv_now(&s->d->loop);
-  swarm_hostport(hp, sizeof(hp), host, port);
-  for (uint32_t i = 0; i < s->nbans; i++) {
-    if (s->bans[i].until_ms <= now)
-      continue;
-    if ((node_id != NULL && node_id[0] != '\0' &&
-         strcmp(s->bans[i].node_id, node_id) == 0) ||
-        (hp[0] != '\0' && strcmp(s->bans[i].hostport, hp) == 0))
-      return 1;
-  }
-  return 0;
-}
-
-void peer_swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
-                    uint16_t port, const char *why) {
-  uint64_t now = uv_now(&s->d->loop);
-  uint32_t slot = 0;
-  char hp[80];
-  swarm_hostport(hp, sizeof(hp), host, port);
-  for (uint32_t i = 0; i < s->nbans; i++) {
-    /* Already banned (a second bad chunk was in flight): extend it. */
-    if (node_id != NULL && strcmp(s->bans[i].node_id, node_id) == 0 &&
-        strcmp(s->bans[i].hostport, hp) == 0 && s->bans[i].until_ms > now) {
-      s->bans[i].until_ms = now + PEER_BAN_MS;
-      return;
-    }
-  }
-  if (s->nbans < PEER_BANS_MAX) {
-    slot = s->nbans++;
-  } else {
-    /* Full: reuse the entry that ends first. */
-    for (uint32_t i = 1; i < s->nbans; i++) {
-      if (s->bans[i].until_ms < s->bans[slot].until_ms)
-        slot = i;
-    }
-  }
-  snprintf(s->bans[slot].node_id, sizeof(s->bans[slot].node_id), "%s",
-           node_id != NULL ? node_id : "");
-  swarm_hostport(s->bans[slot].hostport, sizeof(s->bans[slot].hostport), host,
-                 port);
-  s->bans[slot].until_ms = now + PEER_BAN_MS;
-  s->d->metrics.peers_banned++;
-  WS_LOGW("peer %s (%s) banned for %u s: %s", node_id, s->bans[slot].hostport,
+/* Bans a neighbour's node id and host:port and closes it if connected. */
+static void swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
+                      uint16_t port, const char *why) {
+  uint64_t now = uv_now(s->ctx->loop);
+  int slot = peer_bans_add(&s->bans, now, node_id, host, port);
+  if (slot < 0)
+    return; /* extended */
+  s->ctx->counters.peers_banned++;
+  WS_LOGW("peer %s (%s) banned for %u s: %s", node_id, s->bans.e[slot].hostport,
           PEER_BAN_MS / 1000u, why);
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
-    if (n->state != PEER_NBR_CLOSING &&
-        peer_swarm_banned(s, n->node_id, n->host, n->port))
-      peer_nbr_close(n, WS_BYE_BANNED);
+  for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
+    if (n->state != PEER_NEIGHBOR_CLOSING &&
+        peer_bans_check(&s->bans, now, n->node_id, n->host, n->port))
+      peer_neighbor_close(n, WS_BYE_BANNED);
   }
 }
 
 void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id,
                          const char *why) {
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
+  for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
     if (strcmp(n->node_id, node_id) == 0) {
-      peer_swarm_ban(s, node_id, n->host, n->port, why);
+      swarm_ban(s, node_id, n->host, n->port, why);
       return;
     }
   }
-  peer_swarm_ban(s, node_id, NULL, 0, why);
+  swarm_ban(s, node_id, NULL, 0, why);
 }
 
-/* ---- neighbours --------------------------------------------------------- */
+/* ---- callbacks of the swarm's modules and of the fetch layer ------------ */
 
-void peer_swarm_kick(peer_swarm_t *s) {
-  if (s->stopping)
-    return;
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next)
-    peer_picker_fill(n);
+static void swarm_on_download_ban(void *arg, const char *node_id,
+                                  const char *host, uint16_t port,
+                                  const char *why) {
+  swarm_ban(arg, node_id, host, port, why);
 }
 
-void peer_swarm_nbr_ready(peer_swarm_t *s, peer_nbr_t *n) {
-  peer_picker_fill(n);
+static void swarm_kick(void *arg) {
+  peer_swarm_t *s = arg;
+  peer_picker_fill_all(&s->picker);
 }
 
-void peer_swarm_nbr_gone(peer_swarm_t *s, peer_nbr_t *n) {
-  uint64_t now = uv_now(&s->d->loop);
-  for (peer_srel_t *srel = s->srels, *next; srel != NULL; srel = next) {
-    next = srel->next;
-    if (srel->masked == n) {
-      srel->masked = NULL;
-      peer_srel_manifest_try(srel, now); /* may free srel */
-    }
-  }
+static void swarm_on_chunk_done(void *arg, peer_file_t *f, uint32_t j,
+                                peer_source_t src) {
+  peer_swarm_t *s = arg;
+  (void)src;
+  swarm_rels_chunk_done(&s->rels, f, j);
 }
 
-void peer_swarm_nbr_announced(peer_swarm_t *s, peer_nbr_t *n,
-                              const uint8_t *digest) {
-  peer_srel_t *srel = peer_srel_find(s, digest);
-  if (srel != NULL)
-    peer_srel_manifest_try(srel, uv_now(&s->d->loop));
+static void swarm_on_chunk_live(void *arg, peer_file_t *f, uint32_t j) {
+  peer_swarm_t *s = arg;
+  swarm_rels_chunk_live(&s->rels, f, j);
 }
 
-static int swarm_knows(peer_swarm_t *s, const char *node_id) {
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
-    if (strcmp(n->node_id, node_id) == 0 || strcmp(n->expect, node_id) == 0)
-      return 1;
-  }
-  return 0;
+static void swarm_on_chunk_progress(void *arg, peer_file_t *f, uint32_t j) {
+  peer_swarm_t *s = arg;
+  peer_upload_live_progress(&s->uploads, &s->nbrs, f, j);
+}
+
+static void swarm_on_file_complete(void *arg, peer_file_t *f) {
+  peer_swarm_t *s = arg;
+  swarm_rels_file_complete(&s->rels, f);
 }
 
 /* ---- tracker callbacks -------------------------------------------------- */
@@ -144,22 +129,23 @@ static int swarm_knows(peer_swarm_t *s, const char *node_id) {
 static void swarm_on_peers(void *arg, const uint8_t *digest,
                            const ws_peer_info_t *peers, uint32_t n) {
   peer_swarm_t *s = arg;
-  const peer_settings_t *cfg = s->d->cfg;
+  const peer_settings_t *cfg = s->ctx->cfg;
+  uint64_t now = uv_now(s->ctx->loop);
   if (n == 0 && !s->stopping) {
-    peer_srel_t *srel = peer_srel_find(s, digest);
-    if (srel != NULL)
-      peer_srel_manifest_no_holders(srel); /* may answer the release */
+    peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
+    if (rel != NULL)
+      swarm_rel_manifest_no_holders(rel); /* may answer the release */
     return;
   }
   for (uint32_t i = 0; i < n && !s->stopping; i++) {
     const ws_peer_info_t *p = &peers[i];
-    if (s->nnbrs >= cfg->max_neighbors)
+    if (s->nbrs.count >= cfg->max_neighbors)
       break;
     if (p->port == 0 || strcmp(p->node_id, cfg->node_id) == 0 ||
-        swarm_knows(s, p->node_id) ||
-        peer_swarm_banned(s, p->node_id, p->host, p->port))
+        peer_neighbors_knows(&s->nbrs, p->node_id) ||
+        peer_bans_check(&s->bans, now, p->node_id, p->host, p->port))
       continue;
-    int rc = peer_nbr_connect(s, p->host, p->port, p->node_id);
+    int rc = peer_neighbor_connect(&s->nbrs, p->host, p->port, p->node_id);
     if (rc != 0)
       WS_LOGW("peer %s at %s:%u: cannot connect: %s", p->node_id, p->host,
               p->port, ws_strerror(rc));
@@ -170,80 +156,72 @@ static void swarm_on_leases(void *arg, const uint8_t *digest,
                             const uint32_t *chunks, uint32_t n, uint32_t ttl_ms,
                             uint32_t streams) {
   peer_swarm_t *s = arg;
-  peer_srel_t *srel = peer_srel_find(s, digest);
-  if (srel == NULL || srel->state != PEER_SREL_FETCHING)
+  peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
+  if (rel == NULL || rel->state != PEER_SWARM_REL_FETCHING)
     return; /* it expires at the tracker */
-  peer_srel_leases_add(srel, chunks, n, ttl_ms);
-  srel->streams = streams;
-  peer_origin_kick(s->d->origin);
+  swarm_rel_leases_add(rel, chunks, n, ttl_ms);
+  rel->streams = streams;
+  peer_origin_kick(s->origin);
 }
 
 static void swarm_on_wanted(void *arg, const uint8_t *digest, const char *uri) {
   peer_swarm_t *s = arg;
-  peer_daemon_t *d = s->d;
   ws_hash_t h;
   memcpy(h.b, digest, sizeof(h.b));
-  if (d->state != PEER_DAEMON_RUNNING)
+  if (!s->ctx->running || s->hooks.want == NULL)
     return;
-  peer_release_t *rel = peer_release_find(d, &h);
-  if (rel != NULL && rel->state != PEER_REL_FAILED)
-    return;
-  /* A failed release is retried, but not at every announce. */
-  if (rel != NULL &&
-      peer_daemon_now_unix_ms() - rel->finished_unix_ms < PEER_MANIFEST_WAIT_MS)
-    return;
-  char ds[WS_DIGEST_STR_LEN + 1];
-  ws_digest_to_str(&h, ds);
-  WS_LOGI("tracker: cluster wants %s%s%s", ds, uri != NULL ? " from " : "",
-          uri != NULL ? uri : "");
-  if (uri != NULL)
-    peer_release_prefetch(d, uri, &h, NULL);
-  else
-    peer_release_prefetch_digest(d, &h);
+  s->hooks.want(s->hooks.arg, uri, &h);
 }
 
 static void swarm_on_link(void *arg, bool up, int status) {
   peer_swarm_t *s = arg;
-  if (up == (s->tracker_up != 0))
+  if (up == s->tracker.up)
     return;
-  s->tracker_up = up;
+  s->tracker.up = up;
   if (up) {
-    WS_LOGI("tracker %s: connected", s->d->cfg->tracker);
+    WS_LOGI("tracker %s: connected", s->ctx->cfg->tracker);
     return;
   }
   WS_LOGW("tracker %s: link down (%s); swapping with known peers, S3 for "
           "chunks none has after %u s",
-          s->d->cfg->tracker, ws_strerror(status),
+          s->ctx->cfg->tracker, ws_strerror(status),
           PEER_TRACKER_FALLBACK_MS / 1000u);
-  s->tracker_down_ms = uv_now(&s->d->loop);
+  s->tracker.down_ms = uv_now(s->ctx->loop);
   /* Leases die with the link: the tracker re-grants after re-announce. */
-  for (peer_srel_t *srel = s->srels; srel != NULL; srel = srel->next)
-    srel->nleases = 0;
+  for (peer_swarm_rel_t *rel = s->rels.head; rel != NULL; rel = rel->next)
+    rel->nleases = 0;
 }
 
 /* ---- tick --------------------------------------------------------------- */
 
 static void swarm_tick(uv_timer_t *t) {
   peer_swarm_t *s = t->data;
-  uint64_t now = uv_now(&s->d->loop);
-  if (s->stopping || s->d->state != PEER_DAEMON_RUNNING)
+  uint64_t now = uv_now(s->ctx->loop);
+  if (s->stopping || !s->ctx->running)
     return;
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
-    if (n->state == PEER_NBR_READY)
-      peer_nbr_tick(n, now);
+  for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
+    if (n->state == PEER_NEIGHBOR_READY)
+      peer_neighbor_tick(n, now);
   }
   int renew = now - s->renew_ms >= PEER_LEASE_RENEW_MS;
   if (renew)
     s->renew_ms = now;
-  for (peer_srel_t *srel = s->srels, *next; srel != NULL; srel = next) {
-    next = srel->next;
+  for (peer_swarm_rel_t *rel = s->rels.head, *next; rel != NULL; rel = next) {
+    next = rel->next;
     if (renew)
-      peer_srel_leases_renew(srel);
-    peer_srel_manifest_try(srel, now); /* may free srel */
+      swarm_rel_leases_renew(rel);
+    swarm_rel_manifest_try(rel, now); /* may free rel */
   }
   /* Busy neighbours become askable again; fallback may have begun. */
-  peer_swarm_kick(s);
-  peer_origin_kick(s->d->origin);
+  peer_picker_fill_all(&s->picker);
+  peer_origin_kick(s->origin);
+}
+
+/* Runs the tick within ms (and every PEER_SWARM_TICK_MS after): a deadline
+ * shorter than the tick, such as the manifest wait. */
+static void swarm_tick_soon(peer_swarm_t *s, uint64_t ms) {
+  if (s->tick_open && !s->stopping && uv_timer_get_due_in(&s->tick) > ms)
+    uv_timer_start(&s->tick, swarm_tick, ms, PEER_SWARM_TICK_MS);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -254,13 +232,14 @@ static void swarm_on_connection(uv_stream_t *server, int status) {
     WS_LOGW("listener: %s", uv_strerror(status));
     return;
   }
-  int rc = peer_nbr_accept(s, server);
+  int rc = peer_neighbor_accept(&s->nbrs, server);
   if (rc != 0)
     WS_LOGW("listener: accept: %s", ws_strerror(rc));
 }
 
-/* Binds --listen HOST:PORT ("[v6]:port" too); *port gets the bound port. */
-static int swarm_listen(peer_swarm_t *s, const char *hostport) {
+/* Parses --listen HOST:PORT ("[v6]:port" too) into ss. */
+static int swarm_listen_addr(const char *hostport,
+                             struct sockaddr_storage *ss) {
   char host[WS_HOST_MAX + 1];
   const char *colon = strrchr(hostport, ':');
   if (colon == NULL || colon == hostport)
@@ -279,11 +258,19 @@ static int swarm_listen(peer_swarm_t *s, const char *hostport) {
   unsigned long port = strtoul(colon + 1, &end, 10);
   if (end == colon + 1 || *end != '\0' || port > 65535)
     return WS_EUSAGE;
-  struct sockaddr_storage ss;
-  if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) != 0 &&
-      uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&ss) != 0)
+  if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) != 0 &&
+      uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) != 0)
     return WS_EUSAGE;
-  int rc = uv_tcp_init(&s->d->loop, &s->listener);
+  return 0;
+}
+
+/* Binds --listen; s->port gets the bound port. */
+static int swarm_listen(peer_swarm_t *s, const char *hostport) {
+  struct sockaddr_storage ss;
+  int rc = swarm_listen_addr(hostport, &ss);
+  if (rc != 0)
+    return rc;
+  rc = uv_tcp_init(s->ctx->loop, &s->listener);
   if (rc != 0)
     return rc;
   s->listening = 1;
@@ -302,10 +289,10 @@ static int swarm_listen(peer_swarm_t *s, const char *hostport) {
 }
 
 static int swarm_tracker_start(peer_swarm_t *s) {
-  const peer_settings_t *cfg = s->d->cfg;
-  trk_client_cfg_t tcfg;
-  trk_client_cfg_init(&tcfg);
-  int rc = trk_client_cfg_addr(&tcfg, cfg->tracker);
+  const peer_settings_t *cfg = s->ctx->cfg;
+  peer_tracker_link_cfg_t tcfg;
+  peer_tracker_link_cfg_init(&tcfg);
+  int rc = peer_tracker_link_cfg_addr(&tcfg, cfg->tracker);
   if (rc != 0)
     return rc;
   memcpy(tcfg.key, cfg->cluster_key, sizeof(tcfg.key));
@@ -313,17 +300,19 @@ static int swarm_tracker_start(peer_swarm_t *s) {
   tcfg.listen_port = s->port;
   snprintf(tcfg.zone, sizeof(tcfg.zone), "%s",
            cfg->zone != NULL ? cfg->zone : "");
-  trk_client_cbs_t cbs = {
+  peer_tracker_link_cbs_t cbs = {
       .on_peers = swarm_on_peers,
       .on_leases = swarm_on_leases,
       .on_wanted = swarm_on_wanted,
       .on_link = swarm_on_link,
       .arg = s,
   };
-  rc = trk_client_new(&s->d->loop, &tcfg, &cbs, &s->tc);
+  rc = peer_tracker_link_new(s->ctx->loop, &tcfg, &cbs, &s->tl);
   sodium_memzero(tcfg.key, sizeof(tcfg.key));
   if (rc != 0)
     return rc;
+  s->rels.tl = s->tl;
+  s->tracker.configured = true;
   /* The tracker speaks only in answer to an announce, and a node with no
    * release yet has nothing to announce: without this it would never hear
    * of the wanted set, and the tracker would time the idle link out. An
@@ -331,27 +320,51 @@ static int swarm_tracker_start(peer_swarm_t *s) {
    * (docs/tracker.md) and is answered with the wanted set, at every
    * interval. */
   static const uint8_t presence[WS_PROTO_DIGEST_LEN];
-  return trk_client_track(s->tc, presence, 0, NULL, NULL, WS_SWARM_LEECH);
+  return peer_tracker_link_track(s->tl, presence, 0, NULL, NULL,
+                                 WS_SWARM_LEECH);
 }
 
-int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) {
-  const peer_settings_t *cfg = d->cfg;
+/* Creates the modules with their collaborators; listens to the files. */
+static void swarm_wire(peer_swarm_t *s) {
+  peer_ctx_t *ctx = s->ctx;
+  s->rels.ctx = ctx;
+  s->rels.nbrs = &s->nbrs;
+  s->rels.origin = s->origin;
+  s->downloads.ctx = ctx;
+  s->downloads.arg = s;
+  s->downloads.ban = swarm_on_download_ban;
+  s->downloads.reported = swarm_kick;
+  peer_picker_init(&s->picker, ctx, &s->nbrs, &s->rels, s->origin, &s->tracker);
+  peer_uploads_init(&s->uploads, ctx, &s->rels, s->origin);
+  peer_neighbors_init(&s->nbrs, ctx, &s->bans, &s->rels, &s->picker,
+                      &s->uploads, &s->downloads);
+  s->fetch_events = (peer_fetch_listener_t){
+      .arg = s,
+      .kick = swarm_kick,
+      .chunk_done = swarm_on_chunk_done,
+      .chunk_live = swarm_on_chunk_live,
+      .chunk_progress = swarm_on_chunk_progress,
+      .file_complete = swarm_on_file_complete,
+  };
+  peer_files_listen(s->files, &s->fetch_events);
+  peer_files_set_origin_gate(s->files, peer_picker_origin_next, &s->picker);
+}
+
+int peer_swarm_new(peer_ctx_t *ctx, peer_files_t *files, peer_origin_t *origin,
+                   const peer_swarm_hooks_t *hooks, peer_swarm_t **out) {
+  const peer_settings_t *cfg = ctx->cfg;
   int rc;
   peer_swarm_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
     return -ENOMEM;
-  s->d = d;
-  s->rng = uv_hrtime() | 1u;
-  s->tracker_down_ms = uv_now(&d->loop);
-  peer_rate_init(&s->up_rate, cfg->upload_rate);
-  peer_rate_init(&s->down_rate, cfg->download_rate);
-  wire_conn_cfg_init(&s->wcfg);
-  memcpy(s->wcfg.key, cfg->cluster_key, sizeof(s->wcfg.key));
-  snprintf(s->wcfg.node_id, sizeof(s->wcfg.node_id), "%s", cfg->node_id);
-  snprintf(s->wcfg.zone, sizeof(s->wcfg.zone), "%s",
-           cfg->zone != NULL ? cfg->zone : "");
-  s->wcfg.role = WS_ROLE_PEER;
-  uv_timer_init(&d->loop, &s->tick);
+  s->ctx = ctx;
+  s->files = files;
+  s->origin = origin;
+  if (hooks != NULL)
+    s->hooks = *hooks;
+  s->tracker.down_ms = uv_now(ctx->loop);
+  swarm_wire(s);
+  uv_timer_init(ctx->loop, &s->tick);
   s->tick.data = s;
   s->tick_open = 1;
   *out = s; /* the daemon stops and frees it from here on */
@@ -367,7 +380,7 @@ int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) {
     WS_LOGI("swarm: node %s listening on %s (port %u)", cfg->node_id,
             cfg->listen, s->port);
   }
-  s->wcfg.listen_port = s->port;
+  s->nbrs.wcfg.listen_port = s->port;
   if (cfg->tracker != NULL) {
     rc = swarm_tracker_start(s);
     if (rc != 0) {
@@ -377,11 +390,6 @@ int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) {
   }
   uv_timer_start(&s->tick, swarm_tick, PEER_SWARM_TICK_MS, PEER_SWARM_TICK_MS);
   return 0;
-}
-
-void peer_swarm_tick_soon(peer_swarm_t *s, uint64_t ms) {
-  if (s->tick_open && !s->stopping && uv_timer_get_due_in(&s->tick) > ms)
-    uv_timer_start(&s->tick, swarm_tick, ms, PEER_SWARM_TICK_MS);
 }
 
 static void swarm_listener_closed(uv_handle_t *h) {
@@ -398,50 +406,83 @@ void peer_swarm_stop(peer_swarm_t *s) {
   if (s == NULL || s->stopping)
     return;
   s->stopping = 1;
+  s->picker.stopping = true;
+  s->uploads.stopping = true;
+  s->rels.stopping = true;
+  s->nbrs.stopping = true;
   if (s->listening && !uv_is_closing((uv_handle_t *)&s->listener))
     uv_close((uv_handle_t *)&s->listener, swarm_listener_closed);
   if (s->tick_open && !uv_is_closing((uv_handle_t *)&s->tick))
     uv_close((uv_handle_t *)&s->tick, swarm_tick_closed);
-  trk_client_close(s->tc);
-  s->tc = NULL;
-  for (peer_nbr_t *n = s->nbrs; n != NULL; n = n->next) {
-    if (n->state == PEER_NBR_CONNECTING && n->c != NULL)
-      wire_conn_close(n->c, WS_ECANCELED);
-    else
-      peer_nbr_close(n, WS_BYE_SHUTDOWN);
-  }
+  peer_tracker_link_close(s->tl);
+  s->tl = NULL;
+  s->rels.tl = NULL;
+  s->tracker.configured = false;
+  peer_neighbors_stop(&s->nbrs);
   /* Releases waiting for a manifest from neighbours get their answer. */
-  for (peer_srel_t *srel = s->srels, *next; srel != NULL; srel = next) {
-    next = srel->next;
-    if (srel->state == PEER_SREL_RESOLVING && !srel->mdone) {
-      srel->mdone = true;
-      peer_release_manifest_peer(srel->rel, NULL, 0, NULL);
-    }
-  }
+  swarm_rels_stop(&s->rels);
 }
 
 int peer_swarm_busy(const peer_swarm_t *s) {
-  return s->listening || s->tick_open || s->nnbrs > 0 || s->rx_alive > 0 ||
-         s->up_alive > 0;
+  return s->listening || s->tick_open || s->nbrs.count > 0 ||
+         s->downloads.alive > 0 || s->uploads.alive > 0;
 }
 
 void peer_swarm_free(peer_swarm_t *s) {
   if (s == NULL)
     return;
   assert(!peer_swarm_busy(s));
-  while (s->srels != NULL)
-    peer_srel_free(s->srels);
-  sodium_memzero(s->wcfg.key, sizeof(s->wcfg.key));
+  peer_files_unlisten(s->files, &s->fetch_events);
+  peer_files_set_origin_gate(s->files, NULL, NULL);
+  while (s->rels.head != NULL)
+    swarm_rel_free(s->rels.head);
+  peer_neighbors_cleanup(&s->nbrs);
   free(s);
 }
 
 void peer_swarm_stats(const peer_swarm_t *s, peer_swarm_stats_t *out) {
-  uint64_t now = uv_now(&s->d->loop);
   memset(out, 0, sizeof(*out));
-  out->neighbors = s->nready;
-  out->releases = s->nsrels;
-  out->uploads = s->uploads;
-  for (uint32_t i = 0; i < s->nbans; i++)
-    out->bans += s->bans[i].until_ms > now;
-  out->tracker_up = s->tracker_up;
+  out->neighbors = s->nbrs.nready;
+  out->releases = s->rels.count;
+  out->uploads = s->uploads.uploads;
+  out->bans = peer_bans_count(&s->bans, uv_now(s->ctx->loop));
+  out->tracker_up = s->tracker.up;
+}
+
+/* ---- releases ----------------------------------------------------------- */
+
+int peer_swarm_manifest_fetch(peer_swarm_t *s, const ws_hash_t *digest,
+                              const char *uri, peer_swarm_manifest_fn cb,
+                              void *arg) {
+  int rc = swarm_rel_manifest_fetch(&s->rels, digest, uri, cb, arg);
+  /* The wait for a neighbour ends on the tick: make it come in time. */
+  if (rc == 0 && uri != NULL)
+    swarm_tick_soon(s, PEER_MANIFEST_PEER_TRY_MS);
+  return rc;
+}
+
+void peer_swarm_rel_fetching(peer_swarm_t *s, const ws_hash_t *digest,
+                             const char *uri, const ws_manifest_t *m,
+                             const char *mbytes, size_t mlen,
+                             peer_file_t *const *files, uint32_t nfiles) {
+  if (swarm_rel_fetching(&s->rels, digest, uri, m, mbytes, mlen, files, nfiles))
+    peer_picker_fill_all(&s->picker);
+}
+
+void peer_swarm_rel_ready(peer_swarm_t *s, const ws_hash_t *digest,
+                          ws_manifest_t *m, char *mbytes, size_t mlen) {
+  swarm_rel_ready(&s->rels, digest, m, mbytes, mlen);
+}
+
+void peer_swarm_rel_gone(peer_swarm_t *s, const ws_hash_t *digest) {
+  swarm_rel_gone(&s->rels, digest);
+}
+
+void peer_swarm_seed_ready(peer_swarm_t *s, const ws_hash_t *digest) {
+  swarm_rel_seed_load(&s->rels, digest);
+}
+
+void peer_swarm_add_ready(peer_swarm_t *s, ws_manifest_t *m, char *bytes,
+                          size_t len) {
+  swarm_rel_add_ready(&s->rels, m, bytes, len);
 }

@@ -1,102 +1,111 @@
 /* swarm.h - p2pd's swarm mode: the peer listener, the neighbours, the
- * tracker link, and the hooks the rest of the daemon calls.
+ * tracker link, and what the release layer and the daemon call.
  *
  * peer_swarm_t exists when --listen or --tracker is given. It owns
  *   - a TCP listener whose connections are authenticated with the cluster
  *     key (wire_conn_accept); nothing is sent to a peer before its AUTH
  *     checks;
- *   - the neighbour set (nbr.c), bounded by --max-neighbors, each with its
- *     have-bitfields, its chunk requests in flight and its upload queue;
- *   - one swarm record per release it fetches or seeds ("srel"): digest,
- *     manifest, our verified have-bitfield (global chunk indexes), the
- *     origin leases the tracker granted us;
- *   - the tracker client (trk_client.h), the ban list and the rate limits.
+ *   - the neighbour set (neighbor.h), bounded by --max-neighbors, each with
+ *     its have-bitfields, its chunk requests in flight and its upload queue;
+ *   - one swarm release record per release it fetches or seeds
+ *     (swarm_release.h): digest, manifest, our verified have-bitfield
+ *     (global chunk indexes), the origin leases the tracker granted us;
+ *   - the tracker link (tracker_link.h), the ban list and the rate limits.
  *
- * Release records:
- *
- *   RESOLVING --manifest parsed--> FETCHING --published--> READY
- *   RESOLVING/FETCHING --release failed or removed--> (freed)
- *   READY --release evicted--> (freed)
- *
- * RESOLVING: the release knows only its digest; neighbours that announced
- * it are asked for the manifest. FETCHING: the manifest and the files
- * belong to the release (borrowed); chunks come from neighbours (picker.c)
- * and, for leased chunks, from S3 (origin.c via peer_sched_next). READY:
- * the record owns the manifest and serves the blobs.
+ * It listens to the fetch layer (a peer_fetch_listener_t on the files
+ * table: verified chunks become HAVE, chunks the origin begins become HAVE
+ * "p", progress moves live uploads on, changes refill the request
+ * pipelines) and gates the origin: in swarm mode the S3 fetcher takes only
+ * the chunks the tracker leased to us (picker.h). Upward, it tells the
+ * release layer through the hooks given at creation and the manifest
+ * callbacks.
  *
  * Swarm lifecycle: RUNNING --peer_swarm_stop--> STOPPING --everything
  * closed--> STOPPED (peer_swarm_busy() 0; then peer_swarm_free).
  *
- * Thread: loop thread; hashing and blob opens run on workers.
+ * Thread: loop thread; hashing, blob opens and the seed manifest read-back
+ * run on workers.
  */
 #ifndef PEER_SWARM_H
 #define PEER_SWARM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "daemon.h"
+#include "core/ctx.h"
 #include "fetch/file.h"
+#include "fetch/origin.h"
 #include "manifest.h"
 
-/* Creates the swarm of d from d->cfg: binds the listener (--listen) and
- * starts the tracker client (--tracker). Errors are logged; the daemon
- * refuses to start on them. *out is new (peer_swarm_free). */
-int peer_swarm_new(peer_daemon_t *d, peer_swarm_t **out) WS_MUST_USE;
+typedef struct peer_swarm_s peer_swarm_t;
+
+typedef struct {
+  void *arg;
+  /* The tracker's wanted set names a release (uri NULL: digest only). The
+   * release layer decides whether to start it (already known, failed
+   * recently, ...). Called only while ctx->running. May be NULL. */
+  void (*want)(void *arg, const char *uri, const ws_hash_t *digest);
+} peer_swarm_hooks_t;
+
+/* Creates the swarm from ctx->cfg: binds the listener (--listen) and
+ * starts the tracker link (--tracker); registers itself as a listener of
+ * files and sets the origin gate. ctx, files and origin are borrowed for
+ * its whole life; hooks is copied. Errors are logged; the daemon refuses
+ * to start on them. *out is set even on error (stop and free it). */
+int peer_swarm_new(peer_ctx_t *ctx, peer_files_t *files, peer_origin_t *origin,
+                   const peer_swarm_hooks_t *hooks,
+                   peer_swarm_t **out) WS_MUST_USE;
 /* Daemon STOPPING: closes the listener, says GOODBYE to neighbours, closes
- * the tracker link. Uploads and received chunks being verified finish or
- * are canceled. Idempotent. */
+ * the tracker link, answers pending manifest asks (NULL). Uploads and
+ * received chunks being verified finish or are canceled. Idempotent. */
 void peer_swarm_stop(peer_swarm_t *s);
 /* 1 while anything of the swarm is still open or in flight. */
 int peer_swarm_busy(const peer_swarm_t *s);
 /* Frees a stopped swarm (peer_swarm_busy() == 0). NULL is fine. */
 void peer_swarm_free(peer_swarm_t *s);
 
-/* ---- releases (release.c, daemon.c) ------------------------------------ */
+/* ---- releases (the release layer) -------------------------------------- */
 
-/* rel (RESOLVING, digest known) wants its manifest from neighbours. Returns
- * 0 when a neighbour was asked or will be once one announces the digest
- * (the bytes come back with peer_release_manifest_from_peer), WS_ENOTFOUND
- * when rel has a URI and no neighbour is known to hold the manifest now
- * (fetch it from S3). */
-int peer_swarm_manifest_fetch(peer_swarm_t *s, peer_release_t *rel) WS_MUST_USE;
+/* The manifest from neighbours: bytes (taken, NUL-terminated) and the
+ * sender's node id (borrowed for the call), or bytes NULL: no neighbour
+ * could give it (or the swarm is stopping). */
+typedef void (*peer_swarm_manifest_fn)(void *arg, char *bytes, size_t len,
+                                       const char *node_id);
+/* A RESOLVING release (digest known, uri NULL when it has none) wants its
+ * manifest from neighbours. 0: a neighbour that announced the digest is
+ * asked, now or once one does; cb(arg, ...) runs once with the answer
+ * (NULL after PEER_MANIFEST_PEER_TRY_MS without a holder when uri is set,
+ * at once when the tracker knows none; after PEER_MANIFEST_WAIT_MS without
+ * uri). WS_ECANCELED (stopping), WS_EBUSY (the digest is FETCHING or READY
+ * here already), -ENOMEM: cb is not called. */
+int peer_swarm_manifest_fetch(peer_swarm_t *s, const ws_hash_t *digest,
+                              const char *uri, peer_swarm_manifest_fn cb,
+                              void *arg) WS_MUST_USE;
 /* A manifest a neighbour sent did not hash to the digest or did not parse:
- * the sender (node id as given to peer_release_manifest_from_peer) is
- * banned. */
+ * the sender (node id as given to the manifest callback) is banned. */
 void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id, const char *why);
-/* rel is FETCHING (rel->m and its files set): announce and swap. */
-void peer_swarm_rel_fetching(peer_swarm_t *s, peer_release_t *rel);
-/* rel is READY: the record takes rel->m and rel->mbytes (set to NULL). */
-void peer_swarm_rel_ready(peer_swarm_t *s, peer_release_t *rel);
-/* rel failed or was removed: stop sharing it (untracked, record freed). */
-void peer_swarm_rel_gone(peer_swarm_t *s, peer_release_t *rel);
-/* rel became READY without passing through FETCHING (seed import): its
- * manifest is read back from the cache on a worker and it is seeded. No-op
- * when standalone (d->swarm NULL) or already seeded. */
-void peer_swarm_release_ready(peer_daemon_t *d, peer_release_t *rel);
-/* A release found published in the cache at startup: takes m and bytes. */
+/* The release is FETCHING: its chunks are shared and fetched from
+ * neighbours. uri (may be NULL, copied by the tracker link), m, mbytes and
+ * files (nfiles == m->nfiles, entries may be NULL) are borrowed until
+ * peer_swarm_rel_ready or peer_swarm_rel_gone. */
+void peer_swarm_rel_fetching(peer_swarm_t *s, const ws_hash_t *digest,
+                             const char *uri, const ws_manifest_t *m,
+                             const char *mbytes, size_t mlen,
+                             peer_file_t *const *files, uint32_t nfiles);
+/* READY: the swarm takes m and mbytes (owned from now on, freed here when
+ * not kept) and seeds the release. */
+void peer_swarm_rel_ready(peer_swarm_t *s, const ws_hash_t *digest,
+                          ws_manifest_t *m, char *mbytes, size_t mlen);
+/* Failed or removed: the record of digest (any state) is freed, the
+ * release untracked; a pending manifest callback is dropped uncalled. */
+void peer_swarm_rel_gone(peer_swarm_t *s, const ws_hash_t *digest);
+/* Became READY without FETCHING (seed import): the manifest is read back
+ * from the cache on a worker and the release seeded. No-op when the digest
+ * has a record already. */
+void peer_swarm_seed_ready(peer_swarm_t *s, const ws_hash_t *digest);
+/* Published at startup: takes m and bytes. */
 void peer_swarm_add_ready(peer_swarm_t *s, ws_manifest_t *m, char *bytes,
                           size_t len);
-
-/* ---- chunks (file.c) ---------------------------------------------------- */
-
-/* Origin side of peer_sched_next in swarm mode: a leased chunk no
- * neighbour has, or any chunk no neighbour has once the tracker has been
- * unreachable for PEER_TRACKER_FALLBACK_MS. Same contract. */
-int peer_swarm_origin_next(peer_swarm_t *s, peer_file_t **file, uint32_t *j);
-/* Chunk j of file was verified and committed (from src): HAVE to
- * neighbours and tracker when the manifest has chunk hashes. */
-void peer_swarm_chunk_done(peer_swarm_t *s, peer_file_t *file, uint32_t j,
-                           peer_source_t src);
-/* The origin started fetching chunk j of file: neighbours that lack it hear
- * a HAVE with "p" (they may ask for it now and get it as it arrives). */
-void peer_swarm_chunk_live(peer_swarm_t *s, peer_file_t *file, uint32_t j);
-/* More of chunk j of file is written, or its origin fetch ended (verified
- * or failed): uploads streaming it as it arrives move on. */
-void peer_swarm_chunk_progress(peer_swarm_t *s, peer_file_t *file, uint32_t j);
-/* file is a verified blob: whole-file manifests announce its chunks now. */
-void peer_swarm_file_complete(peer_swarm_t *s, peer_file_t *file);
-/* Chunks or neighbours changed: refill request pipelines. */
-void peer_swarm_kick(peer_swarm_t *s);
 
 /* ---- status ------------------------------------------------------------- */
 

@@ -1,20 +1,22 @@
-/* trk_client.c - p2pd's tracker client (see trk_client.h). Loop thread only.
+/* tracker_link.c - p2pd's tracker client (see tracker_link.h). Loop thread
+ * only.
  *
  * Owns: the uv_timer_t (reconnect backoff while down, announce schedule
  * while up), the wire_conn to the tracker (at most one), and a table of
  * tracked releases, each with its own copy of the have-bitfield, the delta
  * of chunks gained since its last announce, its uri and its schedule. The
- * struct is freed only after trk_client_close, once the timer's close
+ * struct is freed only after peer_tracker_link_close, once the timer's close
  * callback and the connection's on_close have both run.
  *
  *   CONNECTING --on_ready--> READY --link lost--> BACKOFF --timer--> CONNECTING
  *       \--connect/handshake failed--> BACKOFF
- *   any state --trk_client_close--> CLOSING --timer + conn closed--> freed
+ *   any state --peer_tracker_link_close--> CLOSING --timer + conn closed-->
+ * freed
  *
  * Announce rules: each release is announced in full (bitfield) as the first
- * announce on every connection and after trk_client_track; later announces
- * carry the delta list (or the full bitfield again if the delta outgrew
- * WS_MAX_CHUNK_LIST). A release is due when its interval (from the
+ * announce on every connection and after peer_tracker_link_track; later
+ * announces carry the delta list (or the full bitfield again if the delta
+ * outgrew WS_MAX_CHUNK_LIST). A release is due when its interval (from the
  * tracker's last reply for it) has passed, or at once after track/done. A
  * send refused by a full queue leaves the release due; on_drain retries.
  * Reconnect delay: uniformly random in [d/2, d], d doubling from
@@ -68,40 +70,41 @@ typedef struct {
   uint64_t next_ms;
 } tc_rel_t;
 
-struct trk_client_s {
+struct peer_tracker_link_s {
   uv_loop_t *loop;   /* borrowed */
   uv_timer_t timer;  /* data = this client */
   bool timer_closed; /* its close callback ran */
   wire_conn_t *conn; /* owned link, NULL while down */
   tc_state_t state;
-  trk_client_cfg_t cfg;
-  trk_client_cbs_t cbs;
-  tc_rel_t *rels[TRK_CLIENT_RELEASES_MAX];
+  peer_tracker_link_cfg_t cfg;
+  peer_tracker_link_cbs_t cbs;
+  tc_rel_t *rels[PEER_TRACKER_LINK_RELEASES_MAX];
   uint32_t nrels;
-  trk_client_stats_t st;
+  peer_tracker_link_stats_t st;
 };
 
-static void tc_connect(trk_client_t *tc);
-static void tc_flush(trk_client_t *tc);
+static void tc_connect(peer_tracker_link_t *tc);
+static void tc_flush(peer_tracker_link_t *tc);
 
-static void tc_set_state(trk_client_t *tc, tc_state_t next) {
+static void tc_set_state(peer_tracker_link_t *tc, tc_state_t next) {
   assert(k_legal[tc->state] & (1u << next));
-  WS_LOGD("trk_client tracker=%s:%u: %s -> %s", tc->cfg.host,
-          (unsigned)tc->cfg.port, k_state_name[tc->state], k_state_name[next]);
+  WS_LOGD("tracker link %s:%u: %s -> %s", tc->cfg.host, (unsigned)tc->cfg.port,
+          k_state_name[tc->state], k_state_name[next]);
   tc->state = next;
 }
 
 /* ---- config ------------------------------------------------------------ */
 
-void trk_client_cfg_init(trk_client_cfg_t *cfg) {
+void peer_tracker_link_cfg_init(peer_tracker_link_cfg_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
-  cfg->backoff_min_ms = TRK_CLIENT_BACKOFF_MIN_MS;
-  cfg->backoff_max_ms = TRK_CLIENT_BACKOFF_MAX_MS;
-  cfg->interval_ms = TRK_CLIENT_INTERVAL_MS;
+  cfg->backoff_min_ms = PEER_TRACKER_LINK_BACKOFF_MIN_MS;
+  cfg->backoff_max_ms = PEER_TRACKER_LINK_BACKOFF_MAX_MS;
+  cfg->interval_ms = PEER_TRACKER_LINK_INTERVAL_MS;
   wire_conn_cfg_init(&cfg->wire);
 }
 
-int trk_client_cfg_addr(trk_client_cfg_t *cfg, const char *hostport) {
+int peer_tracker_link_cfg_addr(peer_tracker_link_cfg_t *cfg,
+                               const char *hostport) {
   const char *colon, *host = hostport, *host_end;
   unsigned long port;
   char *end;
@@ -137,8 +140,8 @@ int trk_client_cfg_addr(trk_client_cfg_t *cfg, const char *hostport) {
 
 /* ---- release table ------------------------------------------------------ */
 
-static tc_rel_t *tc_rel_find(const trk_client_t *tc, const uint8_t *digest,
-                             uint32_t *idx) {
+static tc_rel_t *tc_rel_find(const peer_tracker_link_t *tc,
+                             const uint8_t *digest, uint32_t *idx) {
   uint32_t i;
 
   for (i = 0; i < tc->nrels; i++) {
@@ -160,7 +163,7 @@ static void tc_rel_free(tc_rel_t *r) {
   free(r);
 }
 
-static void tc_rel_remove(trk_client_t *tc, uint32_t idx) {
+static void tc_rel_remove(peer_tracker_link_t *tc, uint32_t idx) {
   tc_rel_free(tc->rels[idx]);
   tc->rels[idx] = tc->rels[--tc->nrels];
 }
@@ -194,7 +197,7 @@ static int tc_rel_delta_add(tc_rel_t *r, uint32_t chunk) {
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int tc_send_announce(trk_client_t *tc, tc_rel_t *r) {
+static int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
   ws_announce_t *a;
   ws_msg_t m;
   int rc;
@@ -231,7 +234,7 @@ static int tc_send_announce(trk_client_t *tc, tc_rel_t *r) {
 static void tc_on_timer(uv_timer_t *t);
 
 /* READY: arm the timer for the earliest release due. */
-static void tc_schedule(trk_client_t *tc) {
+static void tc_schedule(peer_tracker_link_t *tc) {
   uint64_t now = uv_now(tc->loop), first = UINT64_MAX;
   uint32_t i;
 
@@ -250,7 +253,7 @@ static void tc_schedule(trk_client_t *tc) {
 }
 
 /* Announces every release that is due, until the queue is full. */
-static void tc_flush(trk_client_t *tc) {
+static void tc_flush(peer_tracker_link_t *tc) {
   uint64_t now = uv_now(tc->loop);
   uint32_t i;
   int rc;
@@ -268,7 +271,7 @@ static void tc_flush(trk_client_t *tc) {
       return; /* on_drain flushes again */
     }
     if (rc < 0) {
-      WS_LOGW("trk_client tracker=%s:%u: announce: %s", tc->cfg.host,
+      WS_LOGW("tracker link %s:%u: announce: %s", tc->cfg.host,
               (unsigned)tc->cfg.port, ws_strerror(rc));
       r->next_ms = now + r->interval_ms; /* do not spin on a bad entry */
       r->due_now = false;
@@ -281,7 +284,7 @@ static void tc_flush(trk_client_t *tc) {
 
 /* ---- link --------------------------------------------------------------- */
 
-static void tc_backoff(trk_client_t *tc) {
+static void tc_backoff(peer_tracker_link_t *tc) {
   uint32_t d = tc->st.backoff_ms, wait;
 
   tc_set_state(tc, TC_BACKOFF);
@@ -291,7 +294,7 @@ static void tc_backoff(trk_client_t *tc) {
       d >= tc->cfg.backoff_max_ms / 2 ? tc->cfg.backoff_max_ms : d * 2;
 }
 
-static void tc_maybe_free(trk_client_t *tc) {
+static void tc_maybe_free(peer_tracker_link_t *tc) {
   uint32_t i;
 
   if (tc->state != TC_CLOSING || tc->conn != NULL || !tc->timer_closed)
@@ -304,11 +307,11 @@ static void tc_maybe_free(trk_client_t *tc) {
 }
 
 static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
-  trk_client_t *tc = wire_conn_user(c);
+  peer_tracker_link_t *tc = wire_conn_user(c);
   uint32_t i;
 
   if (peer->role != WS_ROLE_TRACKER) {
-    WS_LOGW("trk_client tracker=%s:%u: node %s is not a tracker", tc->cfg.host,
+    WS_LOGW("tracker link %s:%u: node %s is not a tracker", tc->cfg.host,
             (unsigned)tc->cfg.port, peer->node_id);
     wire_conn_close(c, WS_EPROTO);
     return;
@@ -332,7 +335,8 @@ static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
   tc_flush(tc);
 }
 
-static void tc_on_reply(trk_client_t *tc, const ws_announce_reply_t *rep) {
+static void tc_on_reply(peer_tracker_link_t *tc,
+                        const ws_announce_reply_t *rep) {
   tc_rel_t *r = tc_rel_find(tc, rep->digest, NULL);
   uint32_t i;
 
@@ -340,10 +344,10 @@ static void tc_on_reply(trk_client_t *tc, const ws_announce_reply_t *rep) {
   if (r != NULL && rep->interval_ms > 0) {
     uint32_t iv = rep->interval_ms;
 
-    if (iv < TRK_CLIENT_INTERVAL_MIN_MS)
-      iv = TRK_CLIENT_INTERVAL_MIN_MS;
-    if (iv > TRK_CLIENT_INTERVAL_MAX_MS)
-      iv = TRK_CLIENT_INTERVAL_MAX_MS;
+    if (iv < PEER_TRACKER_LINK_INTERVAL_MIN_MS)
+      iv = PEER_TRACKER_LINK_INTERVAL_MIN_MS;
+    if (iv > PEER_TRACKER_LINK_INTERVAL_MAX_MS)
+      iv = PEER_TRACKER_LINK_INTERVAL_MAX_MS;
     r->interval_ms = iv;
     r->next_ms = uv_now(tc->loop) + iv;
     tc_schedule(tc);
@@ -365,14 +369,14 @@ static void tc_on_reply(trk_client_t *tc, const ws_announce_reply_t *rep) {
 }
 
 static void tc_on_frame(wire_conn_t *c, const ws_msg_t *m) {
-  trk_client_t *tc = wire_conn_user(c);
+  peer_tracker_link_t *tc = wire_conn_user(c);
 
   if (tc->state != TC_READY)
     return;
   if (m->type == WS_MSG_ANNOUNCE_REPLY)
     tc_on_reply(tc, &m->u.announce_reply);
   else if (m->type == WS_MSG_ERROR)
-    WS_LOGW("trk_client tracker=%s:%u: tracker error %s: %s", tc->cfg.host,
+    WS_LOGW("tracker link %s:%u: tracker error %s: %s", tc->cfg.host,
             (unsigned)tc->cfg.port, ws_errname(m->u.error.code),
             m->u.error.msg);
 }
@@ -382,7 +386,7 @@ static void tc_on_drain(wire_conn_t *c) {
 }
 
 static void tc_on_close(wire_conn_t *c, int status) {
-  trk_client_t *tc = wire_conn_user(c);
+  peer_tracker_link_t *tc = wire_conn_user(c);
   bool was_up = tc->state == TC_READY;
 
   tc->conn = NULL;
@@ -391,7 +395,7 @@ static void tc_on_close(wire_conn_t *c, int status) {
     tc_maybe_free(tc);
     return;
   }
-  WS_LOGI("trk_client tracker=%s:%u: link %s: %s", tc->cfg.host,
+  WS_LOGI("tracker link %s:%u: link %s: %s", tc->cfg.host,
           (unsigned)tc->cfg.port, was_up ? "lost" : "failed",
           ws_strerror(status));
   tc_backoff(tc);
@@ -407,7 +411,7 @@ static const wire_conn_cbs_t k_tc_cbs = {
     .on_close = tc_on_close,
 };
 
-static void tc_connect(trk_client_t *tc) {
+static void tc_connect(peer_tracker_link_t *tc) {
   int rc;
 
   if (tc->state != TC_CONNECTING)
@@ -417,14 +421,14 @@ static void tc_connect(trk_client_t *tc) {
                          &k_tc_cbs, tc, &tc->conn);
   if (rc < 0) {
     tc->conn = NULL;
-    WS_LOGI("trk_client tracker=%s:%u: connect: %s", tc->cfg.host,
+    WS_LOGI("tracker link %s:%u: connect: %s", tc->cfg.host,
             (unsigned)tc->cfg.port, ws_strerror(rc));
     tc_backoff(tc);
   }
 }
 
 static void tc_on_timer(uv_timer_t *t) {
-  trk_client_t *tc = t->data;
+  peer_tracker_link_t *tc = t->data;
 
   if (tc->state == TC_BACKOFF)
     tc_connect(tc);
@@ -433,7 +437,7 @@ static void tc_on_timer(uv_timer_t *t) {
 }
 
 static void tc_on_timer_closed(uv_handle_t *h) {
-  trk_client_t *tc = h->data;
+  peer_tracker_link_t *tc = h->data;
 
   tc->timer_closed = true;
   tc_maybe_free(tc);
@@ -441,9 +445,10 @@ static void tc_on_timer_closed(uv_handle_t *h) {
 
 /* ---- public ------------------------------------------------------------- */
 
-int trk_client_new(uv_loop_t *loop, const trk_client_cfg_t *cfg,
-                   const trk_client_cbs_t *cbs, trk_client_t **out) {
-  trk_client_t *tc;
+int peer_tracker_link_new(uv_loop_t *loop, const peer_tracker_link_cfg_t *cfg,
+                          const peer_tracker_link_cbs_t *cbs,
+                          peer_tracker_link_t **out) {
+  peer_tracker_link_t *tc;
 
   if (loop == NULL || cfg == NULL || cbs == NULL || cfg->port == 0 ||
       cfg->host[0] == '\0' || cfg->node_id[0] == '\0' ||
@@ -462,8 +467,9 @@ int trk_client_new(uv_loop_t *loop, const trk_client_cfg_t *cfg,
   tc->cfg.wire.listen_port = cfg->listen_port;
   tc->cfg.wire.role = WS_ROLE_PEER;
   tc->cfg.wire.max_payload = 0; /* a tracker never sends payloads */
-  /* The link is quiet between announces (up to TRK_CLIENT_INTERVAL_MAX_MS):
-   * the tracker's idle timeout and TCP keepalive find dead links instead. */
+  /* The link is quiet between announces (up to
+   * PEER_TRACKER_LINK_INTERVAL_MAX_MS): the tracker's idle timeout and TCP
+   * keepalive find dead links instead. */
   tc->cfg.wire.idle_timeout_ms = 0;
   tc->st.backoff_ms = cfg->backoff_min_ms;
   uv_timer_init(loop, &tc->timer);
@@ -474,9 +480,9 @@ int trk_client_new(uv_loop_t *loop, const trk_client_cfg_t *cfg,
   return 0;
 }
 
-int trk_client_track(trk_client_t *tc, const uint8_t digest[32],
-                     uint32_t total_chunks, const ws_bitfield_t *have,
-                     const char *uri, ws_swarm_role_t role) {
+int peer_tracker_link_track(peer_tracker_link_t *tc, const uint8_t digest[32],
+                            uint32_t total_chunks, const ws_bitfield_t *have,
+                            const char *uri, ws_swarm_role_t role) {
   tc_rel_t *r, *old;
   uint32_t idx = 0;
   int rc = -ENOMEM;
@@ -486,7 +492,7 @@ int trk_client_track(trk_client_t *tc, const uint8_t digest[32],
       (uri != NULL && strlen(uri) > WS_URI_MAX) || tc->state == TC_CLOSING)
     return WS_EUSAGE;
   old = tc_rel_find(tc, digest, &idx);
-  if (old == NULL && tc->nrels == TRK_CLIENT_RELEASES_MAX)
+  if (old == NULL && tc->nrels == PEER_TRACKER_LINK_RELEASES_MAX)
     return WS_ELIMIT;
   r = calloc(1, sizeof(*r));
   if (r == NULL)
@@ -525,8 +531,8 @@ fail:
   return rc;
 }
 
-int trk_client_have(trk_client_t *tc, const uint8_t digest[32],
-                    uint32_t chunk) {
+int peer_tracker_link_have(peer_tracker_link_t *tc, const uint8_t digest[32],
+                           uint32_t chunk) {
   tc_rel_t *r = tc_rel_find(tc, digest, NULL);
   ws_msg_t m;
   int rc;
@@ -555,7 +561,7 @@ int trk_client_have(trk_client_t *tc, const uint8_t digest[32],
   return 0;
 }
 
-int trk_client_done(trk_client_t *tc, const uint8_t digest[32]) {
+int peer_tracker_link_done(peer_tracker_link_t *tc, const uint8_t digest[32]) {
   tc_rel_t *r = tc_rel_find(tc, digest, NULL);
 
   if (r == NULL)
@@ -568,7 +574,8 @@ int trk_client_done(trk_client_t *tc, const uint8_t digest[32]) {
   return 0;
 }
 
-int trk_client_untrack(trk_client_t *tc, const uint8_t digest[32]) {
+int peer_tracker_link_untrack(peer_tracker_link_t *tc,
+                              const uint8_t digest[32]) {
   uint32_t idx;
   tc_rel_t *r = tc_rel_find(tc, digest, &idx);
 
@@ -578,7 +585,7 @@ int trk_client_untrack(trk_client_t *tc, const uint8_t digest[32]) {
     r->event = WS_ANN_STOPPED;
     r->want = false;
     if (tc_send_announce(tc, r) < 0)
-      WS_LOGI("trk_client tracker=%s:%u: stop announce not sent", tc->cfg.host,
+      WS_LOGI("tracker link %s:%u: stop announce not sent", tc->cfg.host,
               (unsigned)tc->cfg.port);
   }
   tc_rel_remove(tc, idx);
@@ -586,7 +593,7 @@ int trk_client_untrack(trk_client_t *tc, const uint8_t digest[32]) {
   return 0;
 }
 
-static int tc_send_lease(trk_client_t *tc, uint8_t type,
+static int tc_send_lease(peer_tracker_link_t *tc, uint8_t type,
                          const uint8_t digest[32], const uint32_t *chunks,
                          uint32_t n, const uint32_t *done, uint32_t n_done) {
   ws_msg_t m;
@@ -607,24 +614,27 @@ static int tc_send_lease(trk_client_t *tc, uint8_t type,
   return wire_conn_send(tc->conn, &m);
 }
 
-int trk_client_lease_renew(trk_client_t *tc, const uint8_t digest[32],
-                           const uint32_t *chunks, uint32_t n,
-                           const uint32_t *done, uint32_t n_done) {
+int peer_tracker_link_lease_renew(peer_tracker_link_t *tc,
+                                  const uint8_t digest[32],
+                                  const uint32_t *chunks, uint32_t n,
+                                  const uint32_t *done, uint32_t n_done) {
   return tc_send_lease(tc, WS_MSG_LEASE_RENEW, digest, chunks, n, done, n_done);
 }
 
-int trk_client_lease_release(trk_client_t *tc, const uint8_t digest[32],
-                             const uint32_t *chunks, uint32_t n,
-                             const uint32_t *done, uint32_t n_done) {
+int peer_tracker_link_lease_release(peer_tracker_link_t *tc,
+                                    const uint8_t digest[32],
+                                    const uint32_t *chunks, uint32_t n,
+                                    const uint32_t *done, uint32_t n_done) {
   return tc_send_lease(tc, WS_MSG_LEASE_RELEASE, digest, chunks, n, done,
                        n_done);
 }
 
-void trk_client_stats(const trk_client_t *tc, trk_client_stats_t *out) {
+void peer_tracker_link_stats(const peer_tracker_link_t *tc,
+                             peer_tracker_link_stats_t *out) {
   *out = tc->st;
 }
 
-void trk_client_close(trk_client_t *tc) {
+void peer_tracker_link_close(peer_tracker_link_t *tc) {
   if (tc == NULL || tc->state == TC_CLOSING)
     return;
   tc_set_state(tc, TC_CLOSING);

@@ -2,7 +2,8 @@
 
 Uses WS_TEST_S3_ENDPOINT (+ AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) when
 set; otherwise starts a throwaway radosgw with the reference script for the
-session. The C side is driven through tests/unit/s3/s3_tool (WS_BUILD_ROOT).
+session. The C side is driven through build/tests/unit/s3_tool (built from
+tests/unit/storage/s3/s3_tool.c; WS_BUILD_ROOT).
 """
 import atexit
 import hashlib

@@ -1,9 +1,9 @@
-/* test_trk_client.c - trk_client against a fake tracker built from
- * wire_conn in this process (one uv loop, 127.0.0.1, ephemeral port). The
- * fake tracker records every frame it gets and answers ANNOUNCE with a reply
- * carrying peers, a lease and a wanted release; the scripted steps drive the
- * client's API from the callbacks. Asserts run after the loop stops; every
- * test ends with uv_loop_close == 0.
+/* test_tracker_link.c - the tracker link (tracker_link.c) against a fake
+ * tracker built from wire_conn in this process (one uv loop, 127.0.0.1,
+ * ephemeral port). The fake tracker records every frame it gets and answers
+ * ANNOUNCE with a reply carrying peers, a lease and a wanted release; the
+ * scripted steps drive the client's API from the callbacks. Asserts run after
+ * the loop stops; every test ends with uv_loop_close == 0.
  */
 #include <signal.h>
 #include <setjmp.h>
@@ -43,8 +43,8 @@ typedef struct {
   unsigned conns, srv_closed;
   int srv_status;
   int mode; /* 1: announce flow, 2: reconnect */
-  trk_client_t *tc;
-  trk_client_cfg_t ccfg;
+  peer_tracker_link_t *tc;
+  peer_tracker_link_cfg_t ccfg;
   uint8_t dig_a[32], dig_b[32];
   /* fake tracker saw */
   unsigned nann;
@@ -143,7 +143,7 @@ static void tf_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
  * -> the client is closed (reply 3 is never delivered). */
 static void tf_mode1(tf_t *tf) {
   if (tf->nann == 3) {
-    trk_client_close(tf->tc);
+    peer_tracker_link_close(tf->tc);
     tf->done = true;
   }
 }
@@ -155,7 +155,7 @@ static void tf_mode2(tf_t *tf) {
     wire_conn_close(tf->srv, WS_ECANCELED);
     wf_listen_close(&tf->w);
   } else if (tf->nann == 2) {
-    trk_client_close(tf->tc);
+    peer_tracker_link_close(tf->tc);
     tf->done = true;
   }
 }
@@ -236,8 +236,9 @@ static void cl_on_peers(void *arg, const uint8_t digest[32],
     uint32_t eight = 8;
 
     assert_int_equal(
-        trk_client_lease_release(tf->tc, tf->dig_a, &eight, 1, NULL, 0), 0);
-    assert_int_equal(trk_client_done(tf->tc, tf->dig_a), 0);
+        peer_tracker_link_lease_release(tf->tc, tf->dig_a, &eight, 1, NULL, 0),
+        0);
+    assert_int_equal(peer_tracker_link_done(tf->tc, tf->dig_a), 0);
   }
 }
 
@@ -255,8 +256,8 @@ static void cl_on_leases(void *arg, const uint8_t digest[32],
   tf->lease_ttl = ttl;
   if (tf->mode == 1) {
     /* "fetched" chunk 7 from origin */
-    assert_int_equal(trk_client_have(tf->tc, digest, chunks[0]), 0);
-    assert_int_equal(trk_client_have(tf->tc, digest, chunks[0]), 0);
+    assert_int_equal(peer_tracker_link_have(tf->tc, digest, chunks[0]), 0);
+    assert_int_equal(peer_tracker_link_have(tf->tc, digest, chunks[0]), 0);
   }
 }
 
@@ -278,7 +279,7 @@ static void cl_on_link(void *arg, bool up, int status) {
     tf->links_down++;
 }
 
-static const trk_client_cbs_t k_cl_cbs = {
+static const peer_tracker_link_cbs_t k_cl_cbs = {
     .on_peers = cl_on_peers,
     .on_leases = cl_on_leases,
     .on_wanted = cl_on_wanted,
@@ -287,7 +288,7 @@ static const trk_client_cbs_t k_cl_cbs = {
 
 static tf_t *tf_new(int mode) {
   tf_t *tf = calloc(1, sizeof(*tf));
-  trk_client_cbs_t cbs = k_cl_cbs;
+  peer_tracker_link_cbs_t cbs = k_cl_cbs;
   char addr[32];
 
   assert_non_null(tf);
@@ -297,9 +298,9 @@ static tf_t *tf_new(int mode) {
   wf_init(&tf->w, tf_on_conn, tf);
   wf_cfg(&tf->tcfg, "tracker-1", "", 0x33);
   tf->tcfg.role = WS_ROLE_TRACKER;
-  trk_client_cfg_init(&tf->ccfg);
+  peer_tracker_link_cfg_init(&tf->ccfg);
   snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)tf->w.port);
-  assert_int_equal(trk_client_cfg_addr(&tf->ccfg, addr), 0);
+  assert_int_equal(peer_tracker_link_cfg_addr(&tf->ccfg, addr), 0);
   memset(tf->ccfg.key, 0x33, sizeof(tf->ccfg.key));
   snprintf(tf->ccfg.node_id, sizeof(tf->ccfg.node_id), "peer-7");
   snprintf(tf->ccfg.zone, sizeof(tf->ccfg.zone), "z1");
@@ -310,7 +311,8 @@ static tf_t *tf_new(int mode) {
   tf->t.data = tf;
   tf->t_open = true;
   cbs.arg = tf;
-  assert_int_equal(trk_client_new(&tf->w.loop, &tf->ccfg, &cbs, &tf->tc), 0);
+  assert_int_equal(peer_tracker_link_new(&tf->w.loop, &tf->ccfg, &cbs, &tf->tc),
+                   0);
   return tf;
 }
 
@@ -329,9 +331,9 @@ static void track_a(tf_t *tf, uint32_t total, const uint32_t *held,
   assert_int_equal(ws_bitfield_init(&bf, total), 0);
   for (i = 0; i < n; i++)
     ws_bitfield_set(&bf, held[i]);
-  assert_int_equal(trk_client_track(tf->tc, tf->dig_a, total, &bf,
-                                    "s3://bucket/m/sha256-a/manifest.json",
-                                    WS_SWARM_LEECH),
+  assert_int_equal(peer_tracker_link_track(
+                       tf->tc, tf->dig_a, total, &bf,
+                       "s3://bucket/m/sha256-a/manifest.json", WS_SWARM_LEECH),
                    0);
   ws_bitfield_free(&bf);
 }
@@ -342,15 +344,16 @@ static void track_a(tf_t *tf, uint32_t total, const uint32_t *held,
 static void test_announce_flow(void **state) {
   tf_t *tf = tf_new(1);
   const uint32_t held[2] = {0, 5};
-  trk_client_stats_t st;
+  peer_tracker_link_stats_t st;
 
   (void)state;
   track_a(tf, 20, held, 2); /* before the link is up: sent on ready */
-  assert_int_equal(trk_client_have(tf->tc, tf->dig_b, 1), WS_ENOTFOUND);
-  assert_int_equal(trk_client_have(tf->tc, tf->dig_a, 20), WS_EUSAGE);
-  assert_int_equal(trk_client_lease_renew(tf->tc, tf->dig_a, held, 1, NULL, 0),
-                   -ENOTCONN);
-  trk_client_stats(tf->tc, &st);
+  assert_int_equal(peer_tracker_link_have(tf->tc, tf->dig_b, 1), WS_ENOTFOUND);
+  assert_int_equal(peer_tracker_link_have(tf->tc, tf->dig_a, 20), WS_EUSAGE);
+  assert_int_equal(
+      peer_tracker_link_lease_renew(tf->tc, tf->dig_a, held, 1, NULL, 0),
+      -ENOTCONN);
+  peer_tracker_link_stats(tf->tc, &st);
   assert_false(st.up);
   wf_run(&tf->w, 10000);
 
@@ -406,7 +409,7 @@ static void t_step(uv_timer_t *t) {
 
   if (tf->t_step == 0) {
     assert_int_equal(tf->links_down, 1);
-    assert_int_equal(trk_client_have(tf->tc, tf->dig_a, 3), 0);
+    assert_int_equal(peer_tracker_link_have(tf->tc, tf->dig_a, 3), 0);
     tf->t_step = 1;
     uv_timer_start(&tf->t, t_step, 150, 0);
   } else {
@@ -417,7 +420,7 @@ static void t_step(uv_timer_t *t) {
 
 static void test_reconnect(void **state) {
   tf_t *tf = tf_new(2);
-  trk_client_stats_t st;
+  peer_tracker_link_stats_t st;
 
   (void)state;
   track_a(tf, 8, NULL, 0);
@@ -446,23 +449,23 @@ static void test_reconnect(void **state) {
 }
 
 static void test_cfg_addr(void **state) {
-  trk_client_cfg_t cfg;
+  peer_tracker_link_cfg_t cfg;
 
   (void)state;
-  trk_client_cfg_init(&cfg);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "tracker.ns.svc:7000"), 0);
+  peer_tracker_link_cfg_init(&cfg);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "tracker.ns.svc:7000"), 0);
   assert_string_equal(cfg.host, "tracker.ns.svc");
   assert_int_equal(cfg.port, 7000);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "[::1]:9"), 0);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "[::1]:9"), 0);
   assert_string_equal(cfg.host, "::1");
   assert_int_equal(cfg.port, 9);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "h:0"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "h:70000"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "h:7x"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "h"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, ":7"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "::1:7"), WS_EUSAGE);
-  assert_int_equal(trk_client_cfg_addr(&cfg, "[::1]7"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "h:0"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "h:70000"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "h:7x"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "h"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, ":7"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "::1:7"), WS_EUSAGE);
+  assert_int_equal(peer_tracker_link_cfg_addr(&cfg, "[::1]7"), WS_EUSAGE);
   assert_int_equal(cfg.port, 9); /* untouched on failure */
 }
 

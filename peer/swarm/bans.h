@@ -1,0 +1,41 @@
+/* bans.h - the swarm's ban list: neighbours that sent a chunk or a
+ * manifest that failed its hash are kept out for PEER_BAN_MS, by node id
+ * and by host:port (a node that comes back under a new id from the same
+ * listener stays out too).
+ *
+ * A fixed table of PEER_BANS_MAX entries; when full, the entry that ends
+ * first is reused. Times are loop time in milliseconds.
+ *
+ * Owns: its table (embedded by its user). Thread: loop thread.
+ */
+#ifndef PEER_SWARM_BANS_H
+#define PEER_SWARM_BANS_H
+
+#include <stdint.h>
+
+#include "core/tunables.h"
+#include "proto.h"
+
+typedef struct {
+  struct {
+    char node_id[WS_NODE_ID_MAX + 1];
+    char hostport[80];
+    uint64_t until_ms;
+  } e[PEER_BANS_MAX];
+  uint32_t n;
+} peer_bans_t;
+
+/* 1 when node_id (may be NULL or "") or host:port (host NULL or "", or
+ * port 0: no address) is banned at now_ms. */
+int peer_bans_check(const peer_bans_t *b, uint64_t now_ms, const char *node_id,
+                    const char *host, uint16_t port);
+/* Bans node_id and host:port until now_ms + PEER_BAN_MS. Returns the index
+ * of a new entry in e (the caller counts and logs it), or -1 when the same
+ * pair was banned already (its ban is extended: a second bad chunk was in
+ * flight). */
+int peer_bans_add(peer_bans_t *b, uint64_t now_ms, const char *node_id,
+                  const char *host, uint16_t port);
+/* Bans in force at now_ms. */
+uint32_t peer_bans_count(const peer_bans_t *b, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,75 @@
+/* picker.h - which chunk to fetch from whom: the request pipelines of the
+ * neighbours, and the origin gate that decides which chunks the S3
+ * fetcher may take in swarm mode.
+ *
+ * Peers: peer_picker_fill() tops a neighbour's pipeline up to
+ * PEER_PIPELINE_DEPTH requests. Candidates are chunks the neighbour holds
+ * and we miss, in the releases we are fetching; the best is the one with
+ * the lowest (tier, availability): single-chunk files first, then every
+ * file's first chunk (the safetensors header), then the rest, and within a
+ * tier the chunk the fewest neighbours hold (rarest first), so copies
+ * spread through the swarm instead of everyone fetching the same chunk. A
+ * chunk the neighbour is still fetching from S3 itself (HAVE "p") comes
+ * after the ones it holds. The scan starts at a random chunk and examines
+ * at most PEER_PICK_SCAN_MAX chunks per release, so a pick costs the same
+ * for any release size and equal candidates are spread at random.
+ *
+ * Endgame: when no chunk of a release is MISSING any more (all requested
+ * or being written), a neighbour with free slots duplicates requests that
+ * are still waiting for their first byte (at most PEER_ENDGAME_DUP_MAX per
+ * chunk); the first CHUNK header wins and the others are canceled.
+ *
+ * Origin gate (peer_picker_origin_next, set on the files table): the
+ * chunks the tracker leased to us, except those a neighbour already has,
+ * at most the tracker's "streams" of them at full rate (a spare starts as
+ * one of those nears its end, origin.c); if the tracker has been
+ * unreachable for PEER_TRACKER_FALLBACK_MS (or none is configured) any
+ * chunk no neighbour has.
+ *
+ * Owns: its random state only. Borrows: the context, the neighbours, the
+ * records, the origin and the tracker state (all the swarm's).
+ * Thread: loop thread.
+ */
+#ifndef PEER_SWARM_PICKER_H
+#define PEER_SWARM_PICKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/ctx.h"
+#include "fetch/file.h"
+#include "fetch/origin.h"
+#include "swarm/neighbor.h"
+#include "swarm/swarm_release.h"
+
+/* What the picker needs to know of the tracker link (kept by the swarm). */
+typedef struct {
+  bool configured;  /* --tracker given and the link not closed */
+  bool up;          /* connected now */
+  uint64_t down_ms; /* loop time the link went down (or the start) */
+} peer_tracker_state_t;
+
+typedef struct peer_picker_s {
+  peer_ctx_t *ctx;
+  peer_neighbors_t *nbrs;
+  peer_swarm_rels_t *rels;
+  peer_origin_t *origin;
+  const peer_tracker_state_t *tracker;
+  uint64_t rng; /* tie-breaks (xorshift64), never 0 */
+  bool stopping;
+} peer_picker_t;
+
+/* Sets p up with its collaborators (borrowed for its whole life). */
+void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
+                      peer_swarm_rels_t *rels, peer_origin_t *origin,
+                      const peer_tracker_state_t *tracker);
+/* Fills n's request pipeline (see above). */
+void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n);
+/* Chunks or neighbours changed: refills every pipeline. */
+void peer_picker_fill_all(peer_picker_t *p);
+/* The origin gate (peer_origin_gate_fn, arg the picker): 1 with *file (a
+ * new reference) and *j taken INFLIGHT, or 0 when the origin may fetch
+ * nothing now. */
+int peer_picker_origin_next(void *p, peer_file_t **file, uint32_t *j);
+
+#endif

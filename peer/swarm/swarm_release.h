@@ -1,0 +1,204 @@
+/* swarm_release.h - the swarm release record: what the swarm keeps for
+ * each release it fetches or seeds, and the table of them.
+ *
+ *   RESOLVING --manifest parsed--> FETCHING --published--> READY
+ *   RESOLVING/FETCHING --release failed or removed--> (freed)
+ *   READY --release evicted--> (freed)
+ *
+ * RESOLVING: the release knows only its digest; neighbours that announced
+ * it are asked for the manifest, and the answer goes to the asker's
+ * callback once. FETCHING: the manifest and the files belong to the release
+ * (borrowed); chunks come from neighbours (picker.c) and, for leased
+ * chunks, from S3 through the origin gate (picker.c). READY: the record owns
+ * the manifest and serves the blobs.
+ *
+ * A record keeps our verified have-bitfield (global chunk indexes), the
+ * origin leases the tracker granted, and sends what the release's progress
+ * means to neighbours and tracker (BITFIELD, HAVE, HAVE "p").
+ *
+ * Chunk numbering on the wire is per release: global chunk g of a release
+ * is chunk g - first_chunk of the manifest file holding it. Files are
+ * shared between releases by sha256, so one verified chunk may be HAVE in
+ * several releases.
+ *
+ * Files: swarm_release.c (records, BITFIELD/HAVE, leases, upload sources)
+ * and swarm_manifest.c (the manifest asked from neighbours), which calls
+ * only swarm_release.c.
+ *
+ * Owns: the records, their bitfields, READY records' manifests.
+ * Borrows: a FETCHING record's manifest and files array, the neighbours
+ * (to send), the origin (what is being fetched now), the tracker link.
+ * Thread: loop thread; the seed manifest read-back runs on a worker.
+ */
+#ifndef PEER_SWARM_RELEASE_H
+#define PEER_SWARM_RELEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/ctx.h"
+#include "core/tunables.h"
+#include "fetch/file.h"
+#include "fetch/origin.h"
+#include "manifest.h"
+#include "swarm/neighbor.h"
+#include "swarm/swarm.h"
+#include "swarm/tracker_link.h"
+
+typedef struct peer_swarm_rel_s peer_swarm_rel_t;
+typedef struct peer_swarm_rels_s peer_swarm_rels_t;
+
+typedef enum {
+  PEER_SWARM_REL_RESOLVING,
+  PEER_SWARM_REL_FETCHING,
+  PEER_SWARM_REL_READY,
+  PEER_SWARM_REL_STATE_LAST
+} peer_swarm_rel_state_t;
+
+typedef struct {
+  uint32_t chunk;      /* global index */
+  uint64_t expires_ms; /* loop time */
+} peer_lease_t;
+
+struct peer_swarm_rel_s {
+  peer_swarm_rels_t *t;
+  peer_swarm_rel_t *next;
+  peer_swarm_rel_state_t state;
+  ws_hash_t digest;
+  bool has_uri; /* the release can read its manifest from S3 */
+  /* FETCHING: the release's (borrowed); READY: owned. */
+  ws_manifest_t *m;
+  char *mbytes;
+  size_t mlen;
+  peer_file_t *const *files; /* FETCHING: the release's, m->nfiles */
+  uint32_t nfiles;
+  uint32_t total;     /* chunks; 0 while RESOLVING */
+  ws_bitfield_t have; /* verified chunks we can serve (global index) */
+  peer_lease_t leases[PEER_LEASES_MAX];
+  uint32_t nleases;
+  uint32_t streams;           /* leases to fetch at once (tracker's); 0: all */
+  uint64_t mwait_since_ms;    /* RESOLVING: waiting for a holder since */
+  peer_neighbor_t *masked;    /* RESOLVING: neighbour asked (weak) */
+  uint64_t mask_ms;           /* RESOLVING: when masked was asked */
+  bool mdone;                 /* RESOLVING: the asker has its answer */
+  peer_swarm_manifest_fn mcb; /* RESOLVING: the asker */
+  void *marg;
+};
+
+struct peer_swarm_rels_s {
+  peer_ctx_t *ctx;
+  peer_neighbors_t *nbrs;  /* borrowed: to send */
+  peer_origin_t *origin;   /* borrowed: chunks being fetched from S3 */
+  peer_tracker_link_t *tl; /* borrowed; NULL without --tracker */
+  peer_swarm_rel_t *head;
+  uint32_t count;
+  bool stopping;
+};
+
+/* The only way a record changes state (the table of legal transitions is
+ * in swarm_release.c). */
+void swarm_rel_set_state(peer_swarm_rel_t *rel, peer_swarm_rel_state_t to);
+/* A new RESOLVING record for digest in t, or NULL (out of memory). */
+peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest);
+/* Tracker calls whose failure changes nothing here (no link: the next
+ * connection re-announces the full state) are logged at debug level. */
+void swarm_rel_tracker_rc(const char *what, int rc);
+/* The record for digest, or NULL. */
+peer_swarm_rel_t *swarm_rel_find(peer_swarm_rels_t *t, const uint8_t *digest);
+/* Frees a record: neighbours' requests for it canceled, tracker told. A
+ * pending manifest callback is dropped uncalled. */
+void swarm_rel_free(peer_swarm_rel_t *rel);
+/* File k of a FETCHING record (NULL when not set up) and the chunk in it
+ * of global chunk g; NULL when g is not in the manifest. */
+peer_file_t *swarm_rel_file_of(const peer_swarm_rel_t *rel, uint32_t g,
+                               uint32_t *j);
+
+/* ---- the release's progress (swarm.h: peer_swarm_rel_*) ----------------- */
+
+/* The release is FETCHING: shares it (BITFIELD to neighbours, tracked).
+ * Returns 1 when the record is FETCHING now (the caller kicks the
+ * pickers), 0 when it was READY already or could not be shared. */
+int swarm_rel_fetching(peer_swarm_rels_t *t, const ws_hash_t *digest,
+                       const char *uri, const ws_manifest_t *m,
+                       const char *mbytes, size_t mlen,
+                       peer_file_t *const *files, uint32_t nfiles);
+/* READY: takes m and mbytes (freed here when not kept). */
+void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
+                     ws_manifest_t *m, char *mbytes, size_t mlen);
+/* Failed or removed: the record of digest (any state) is freed. */
+void swarm_rel_gone(peer_swarm_rels_t *t, const ws_hash_t *digest);
+/* Published already (startup, seed import): takes m and bytes. */
+void swarm_rel_add_ready(peer_swarm_rels_t *t, ws_manifest_t *m, char *bytes,
+                         size_t len);
+/* READY without FETCHING: the manifest is read back from the cache on a
+ * worker, then added as above. No-op when a record exists. */
+void swarm_rel_seed_load(peer_swarm_rels_t *t, const ws_hash_t *digest);
+
+/* ---- our BITFIELD and HAVEs --------------------------------------------- */
+
+/* Our BITFIELD for rel (FETCHING/READY) to n unless already sent; after it
+ * the HAVE "p" of chunks being fetched from S3 now (n said "live"). */
+void swarm_rel_send_bitfield(peer_swarm_rel_t *rel, peer_neighbor_t *n);
+/* Our BITFIELD of every shared record to n (n became ready). */
+void swarm_rels_announce_to(peer_swarm_rels_t *t, peer_neighbor_t *n);
+/* HAVE "p" to n for each chunk of rel we are fetching from origin now,
+ * once both BITFIELDs went (n said "live"): the chunks whose fetch began
+ * before n was there. */
+void swarm_rel_live_haves(peer_swarm_rel_t *rel, peer_neighbor_t *n);
+/* Chunk j of file verified: HAVE in every FETCHING record listing file
+ * (manifests with chunk hashes only; whole-file ones wait for the file). */
+void swarm_rels_chunk_done(peer_swarm_rels_t *t, peer_file_t *file, uint32_t j);
+/* The origin began fetching chunk j of file: HAVE "p" to neighbours that
+ * take it and lack the chunk. */
+void swarm_rels_chunk_live(peer_swarm_rels_t *t, peer_file_t *file, uint32_t j);
+/* file is a verified blob: every chunk of it is HAVE. */
+void swarm_rels_file_complete(peer_swarm_rels_t *t, peer_file_t *file);
+
+/* ---- manifests from neighbours (swarm_manifest.c) ------------------------ */
+
+/* RESOLVING record for digest, asking neighbours for its manifest (see
+ * peer_swarm_manifest_fetch). 0, WS_ECANCELED (stopping), -ENOMEM. */
+int swarm_rel_manifest_fetch(peer_swarm_rels_t *t, const ws_hash_t *digest,
+                             const char *uri, peer_swarm_manifest_fn cb,
+                             void *arg) WS_MUST_USE;
+/* RESOLVING: asks a neighbour that announced the digest for the manifest
+ * when none is asked; gives up (cb with NULL) after the wait. May free
+ * rel (through the callback). */
+void swarm_rel_manifest_try(peer_swarm_rel_t *rel, uint64_t now_ms);
+/* The tracker knows no holder of rel's digest: a release with a URI stops
+ * waiting and reads its manifest from S3 now. May free rel. */
+void swarm_rel_manifest_no_holders(peer_swarm_rel_t *rel);
+/* n answered our MANIFEST_REQ with bytes (taken) or not (bytes NULL:
+ * refused or connection lost). */
+void swarm_rel_manifest_got(peer_swarm_rels_t *t, peer_neighbor_t *n,
+                            const ws_hash_t *digest, char *bytes, size_t len);
+/* n is gone: records that asked it ask another. */
+void swarm_rels_neighbor_gone(peer_swarm_rels_t *t, peer_neighbor_t *n);
+/* Stopping: every pending manifest ask is answered (NULL) and no record
+ * asks again. */
+void swarm_rels_stop(peer_swarm_rels_t *t);
+
+/* ---- leases ------------------------------------------------------------- */
+
+/* Adds or refreshes leases from the tracker. */
+void swarm_rel_leases_add(peer_swarm_rel_t *rel, const uint32_t *chunks,
+                          uint32_t n, uint32_t ttl_ms);
+/* LEASE_RENEW of the leases still to fetch. */
+void swarm_rel_leases_renew(peer_swarm_rel_t *rel);
+
+/* ---- what we can upload -------------------------------------------------- */
+
+/* Bytes of a chunk we hold verified, as a fd source: 1 = blob of the file
+ * (*sha256 set), 0 = the partial's fd (dup'ed into *fd), or WS_ENOTFOUND.
+ * *off and *len: the chunk's place in the file. */
+int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
+                           int *fd, uint64_t *off, uint32_t *len) WS_MUST_USE;
+/* A chunk we do not hold yet but are fetching from origin right now (a
+ * manifest with chunk hashes): 0 with *file (a new reference), *j, a dup of
+ * the partial's fd in *fd and the chunk's place in the file; else
+ * WS_ENOTFOUND or an error. fd NULL: only whether (nothing taken). */
+int swarm_rel_chunk_live(peer_swarm_rel_t *rel, uint32_t g, peer_file_t **file,
+                         uint32_t *j, int *fd, uint64_t *off,
+                         uint32_t *len) WS_MUST_USE;
+
+#endif
