@@ -6,7 +6,7 @@
  * list and URL. Thread: loop thread; the curl callbacks below run inside
  * curl_multi_socket_action and therefore never finish or free a request —
  * they record what they saw (r->verr, r->cb_status) and return; the
- * decision is taken in on_xfer_done, which curl_uv calls outside curl.
+ * decision is taken in s3_xfer_done, which curl_uv calls outside curl.
  *
  * GET integrity: a 206 must carry a Content-Range that starts where we asked
  * and ends where we asked (or at the object's end for open ranges), a 200
