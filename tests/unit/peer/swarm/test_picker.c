@@ -1,0 +1,378 @@
+/* test_picker.c - which chunk is asked of whom (swarm/picker.c) on a real
+ * loop: the release's files open in a real store, the release FETCHING in
+ * the real swarm table, and neighbours that are authenticated wire_conn
+ * pairs over loopback TCP, so every REQUEST the picker sends crosses a real
+ * connection and is checked at the far end too.
+ *
+ * Neighbours: small files and first chunks first (before rarity), rarest
+ * first within a tier whatever chunk the scan starts at, nothing asked that
+ * no neighbour holds, endgame duplicates only once every chunk is in flight
+ * and at most PEER_ENDGAME_DUP_MAX per chunk. Origin gate: only leased
+ * chunks no neighbour holds while the tracker is up, expired leases
+ * dropped, and any chunk no neighbour holds once the tracker has been
+ * unreachable for PEER_TRACKER_FALLBACK_MS (or none is configured).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tunables.h"
+#include "swarm_fixture.h"
+
+/* a: 4 chunks (a0 first, a1-a3 rest), b: 2 (b0 first, b1 rest), c: one
+ * small chunk. 7 chunks in all. */
+static const ffx_spec_t spec[] = {
+    {"a.bin", 4 * FFX_CS, 1}, {"b.bin", 2 * FFX_CS, 2}, {"c.bin", 1000, 3}};
+
+static uint32_t G(sfx_t *s, const char *name, uint32_t j) {
+  return sfx_global(s, name, j);
+}
+
+static void hold_all(sfx_t *s, sfx_nbr_t *nb) {
+  uint32_t all[16];
+  for (uint32_t g = 0; g < s->rel->total; g++)
+    all[g] = g;
+  sfx_holds(nb, all, s->rel->total);
+}
+
+/* The far end got, as its last n frames, REQUESTs for want[0..n) in order
+ * (after sfx_wait_requests). */
+static void assert_wire_requests(const sfx_nbr_t *nb, const uint32_t *want,
+                                 uint32_t n) {
+  uint32_t k = 0;
+  for (unsigned i = 0; i < nb->nseen; i++) {
+    if (nb->seen[i].type != WS_MSG_REQUEST)
+      continue;
+    assert_true(k < n);
+    assert_int_equal(nb->seen[i].chunk, want[k]);
+    assert_int_equal(nb->seen[i].req_id, nb->n.reqs[k].req_id);
+    k++;
+  }
+  assert_int_equal(k, n);
+}
+
+static void test_small_and_first_chunks_first(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  hold_all(s, a);
+  for (uint64_t seed = 1; seed <= 8; seed++) {
+    s->picker.rng = seed * 0x9e3779b97f4a7c15ull; /* scan from elsewhere */
+    peer_picker_fill(&s->picker, &a->n);
+    uint32_t g[PEER_PIPELINE_DEPTH];
+    bool dup[PEER_PIPELINE_DEPTH];
+    assert_int_equal(sfx_requests(a, g, dup), 3);
+    /* The small file, then both first chunks (equally rare: any order). */
+    assert_int_equal(g[0], G(s, "c.bin", 0));
+    assert_true((g[1] == G(s, "a.bin", 0) && g[2] == G(s, "b.bin", 0)) ||
+                (g[1] == G(s, "b.bin", 0) && g[2] == G(s, "a.bin", 0)));
+    for (int i = 0; i < 3; i++)
+      assert_false(dup[i]);
+    peer_file_t *c = sfx_file(s, "c.bin", NULL);
+    assert_int_equal(c->chunk_state[0], PEER_CHUNK_INFLIGHT);
+    assert_int_equal(c->nreq[0], 1);
+    if (seed == 1) {
+      sfx_wait_requests(a, 3);
+      assert_wire_requests(a, g, 3);
+    }
+    sfx_drop_all(a);
+    assert_int_equal(c->chunk_state[0], PEER_CHUNK_MISSING);
+    assert_int_equal(c->nreq[0], 0);
+  }
+  sfx_teardown(s);
+}
+
+static void test_tier_beats_rarity(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *b = sfx_neighbor(s, "nbrB", 7002);
+  hold_all(s, a);
+  /* b holds the small file and the first chunks: those are twice as
+   * common as the rest, and still come first. */
+  uint32_t firsts[] = {G(s, "c.bin", 0), G(s, "a.bin", 0), G(s, "b.bin", 0)};
+  sfx_holds(b, firsts, 3);
+  peer_picker_fill(&s->picker, &a->n);
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  assert_int_equal(sfx_requests(a, g, NULL), 3);
+  assert_int_equal(g[0], firsts[0]);
+  assert_true(g[1] == firsts[1] || g[1] == firsts[2]);
+  assert_true(g[2] == firsts[1] || g[2] == firsts[2]);
+  /* b holds only chunks in flight while others are MISSING: no endgame,
+   * so nothing is asked of b. */
+  peer_picker_fill(&s->picker, &b->n);
+  assert_int_equal(b->n.nreqs, 0);
+  sfx_wait_requests(a, 3);
+  sfx_settle(s);
+  assert_int_equal(b->nrequests, 0);
+  sfx_teardown(s);
+}
+
+static void test_rarest_first(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *b = sfx_neighbor(s, "nbrB", 7002);
+  sfx_nbr_t *c = sfx_neighbor(s, "nbrC", 7003);
+  /* Rest-tier chunks only. Held by: b1 a only (1), a3 a and b (2), a1 and
+   * a2 all three (3). */
+  uint32_t a1 = G(s, "a.bin", 1), a2 = G(s, "a.bin", 2);
+  uint32_t a3 = G(s, "a.bin", 3), b1 = G(s, "b.bin", 1);
+  uint32_t at_a[] = {a1, a2, a3, b1}, at_b[] = {a1, a2, a3}, at_c[] = {a1, a2};
+  sfx_holds(a, at_a, 4);
+  sfx_holds(b, at_b, 3);
+  sfx_holds(c, at_c, 2);
+  for (uint64_t seed = 1; seed <= 16; seed++) {
+    s->picker.rng = seed * 0x9e3779b97f4a7c15ull;
+    peer_picker_fill(&s->picker, &a->n);
+    uint32_t g[PEER_PIPELINE_DEPTH];
+    assert_int_equal(sfx_requests(a, g, NULL), 3);
+    assert_int_equal(g[0], b1);
+    assert_int_equal(g[1], a3);
+    assert_true(g[2] == a1 || g[2] == a2);
+    if (seed == 1) {
+      sfx_wait_requests(a, 3);
+      assert_wire_requests(a, g, 3);
+    }
+    sfx_drop_all(a);
+  }
+  sfx_teardown(s);
+}
+
+static void test_nothing_nobody_has(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *b = sfx_neighbor(s, "nbrB", 7002);
+  sfx_holds(a, NULL, 0); /* a BITFIELD with nothing in it */
+  /* b sent no BITFIELD at all. */
+  peer_picker_fill_all(&s->picker);
+  assert_int_equal(a->n.nreqs, 0);
+  assert_int_equal(b->n.nreqs, 0);
+  /* One HAVE: exactly that chunk is asked for, once. */
+  uint32_t a2 = G(s, "a.bin", 2);
+  sfx_have(a, a2);
+  peer_picker_fill_all(&s->picker);
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  assert_int_equal(sfx_requests(a, g, NULL), 1);
+  assert_int_equal(g[0], a2);
+  assert_int_equal(b->n.nreqs, 0);
+  sfx_wait_requests(a, 1);
+  sfx_settle(s);
+  assert_int_equal(a->nrequests, 1);
+  assert_int_equal(b->nrequests, 0);
+  /* Both neighbours got our BITFIELD when they became ready. */
+  assert_int_equal(a->nbitfields, 1);
+  assert_int_equal(b->nbitfields, 1);
+  sfx_teardown(s);
+}
+
+/* e: 3 chunks. */
+static const ffx_spec_t spec_e[] = {{"e.bin", 3 * FFX_CS, 9}};
+
+static void test_endgame_fresh_then_duplicates(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_e, 1);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *b = sfx_neighbor(s, "nbrB", 7002);
+  peer_file_t *e = sfx_file(s, "e.bin", NULL);
+  uint32_t two[] = {0, 1};
+  sfx_holds(a, two, 2);
+  sfx_holds(b, two, 2);
+  peer_picker_fill(&s->picker, &a->n);
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  bool dup[PEER_PIPELINE_DEPTH];
+  assert_int_equal(sfx_requests(a, g, dup), 2);
+  /* Chunk 2 is MISSING (nobody has it): not the endgame yet, b gets no
+   * duplicate. */
+  peer_picker_fill(&s->picker, &b->n);
+  assert_int_equal(b->n.nreqs, 0);
+  /* b has chunk 2 now: the fresh chunk first, then, every chunk being in
+   * flight, duplicates of a's two. */
+  sfx_have(b, 2);
+  peer_picker_fill(&s->picker, &b->n);
+  assert_int_equal(sfx_requests(b, g, dup), 3);
+  assert_int_equal(g[0], 2);
+  assert_false(dup[0]);
+  assert_true(dup[1] && dup[2]);
+  assert_true((g[1] == 0 && g[2] == 1) || (g[1] == 1 && g[2] == 0));
+  assert_int_equal(e->nreq[0], 2);
+  assert_int_equal(e->nreq[1], 2);
+  assert_int_equal(e->nreq[2], 1);
+  sfx_wait_requests(b, 3);
+  assert_wire_requests(b, g, 3);
+  /* A duplicate given up keeps the chunk in flight for the other. */
+  for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
+    if (b->n.reqs[i].used && b->n.reqs[i].g == 0)
+      peer_request_drop(&b->n, i, WS_ECANCELED);
+  }
+  assert_int_equal(e->nreq[0], 1);
+  assert_int_equal(e->chunk_state[0], PEER_CHUNK_INFLIGHT);
+  sfx_teardown(s);
+}
+
+static void test_endgame_duplicate_cap(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_e, 1);
+  sfx_nbr_t *nb[3];
+  nb[0] = sfx_neighbor(s, "nbrA", 7001);
+  nb[1] = sfx_neighbor(s, "nbrB", 7002);
+  nb[2] = sfx_neighbor(s, "nbrC", 7003);
+  for (int i = 0; i < 3; i++)
+    hold_all(s, nb[i]);
+  peer_file_t *e = sfx_file(s, "e.bin", NULL);
+  peer_picker_fill(&s->picker, &nb[0]->n);
+  assert_int_equal(nb[0]->n.nreqs, 3); /* every chunk, fresh */
+  peer_picker_fill(&s->picker, &nb[1]->n);
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  bool dup[PEER_PIPELINE_DEPTH];
+  assert_int_equal(sfx_requests(nb[1], g, dup), 3);
+  for (int i = 0; i < 3; i++)
+    assert_true(dup[i]);
+  /* Two requests per chunk (PEER_ENDGAME_DUP_MAX): the third neighbour
+   * gets nothing. */
+  peer_picker_fill(&s->picker, &nb[2]->n);
+  assert_int_equal(nb[2]->n.nreqs, 0);
+  for (uint32_t j = 0; j < 3; j++)
+    assert_int_equal(e->nreq[j], PEER_ENDGAME_DUP_MAX);
+  sfx_wait_requests(nb[1], 3);
+  sfx_settle(s);
+  assert_int_equal(nb[2]->nrequests, 0);
+  sfx_teardown(s);
+}
+
+/* ---- origin gate --------------------------------------------------------- */
+
+typedef struct {
+  peer_file_t *f;
+  uint32_t j;
+} got_t;
+
+/* What the origin fetcher gets: the files table's scheduler, which asks
+ * the gate in swarm mode. 1 with the chunk taken, or 0. */
+static int origin_next(sfx_t *s, got_t *got) {
+  return peer_sched_next(s->fx.files, PEER_SRC_ORIGIN, &got->f, &got->j);
+}
+
+static void origin_give_back(got_t *got) {
+  peer_file_chunk_done(got->f, got->j, PEER_SRC_ORIGIN, WS_ECANCELED, "test");
+  peer_file_unref(got->f);
+}
+
+static sfx_t *gate_setup(sfx_nbr_t **a) {
+  sfx_t *s = sfx_setup(spec, 3);
+  peer_files_set_origin_gate(s->fx.files, peer_picker_origin_next, &s->picker);
+  *a = sfx_neighbor(s, "nbrA", 7001);
+  return s;
+}
+
+static void test_origin_only_leased_unheld(void **state) {
+  (void)state;
+  sfx_nbr_t *a;
+  sfx_t *s = gate_setup(&a);
+  got_t got;
+  /* Tracker up, nothing leased: the origin fetches nothing. */
+  assert_int_equal(origin_next(s, &got), 0);
+  uint32_t a1 = G(s, "a.bin", 1), a2 = G(s, "a.bin", 2);
+  uint32_t leased[] = {a1, a2};
+  swarm_rel_leases_add(s->rel, leased, 2, 60000);
+  sfx_holds(a, &a1, 1); /* a neighbour has a1: the picker asks it */
+  assert_int_equal(origin_next(s, &got), 1);
+  assert_ptr_equal(got.f, sfx_file(s, "a.bin", NULL));
+  assert_int_equal(got.j, 2);
+  assert_int_equal(got.f->chunk_state[2], PEER_CHUNK_INFLIGHT);
+  /* a2 is in flight, a1 held by a, the rest unleased: nothing more. */
+  got_t other;
+  assert_int_equal(origin_next(s, &other), 0);
+  /* With a gate, other sources get nothing from the scheduler. */
+  assert_int_equal(
+      peer_sched_next(s->fx.files, PEER_SRC_PEER, &other.f, &other.j), 0);
+  origin_give_back(&got);
+  /* Given back (failed fetch): leased and unheld, so handed out again. */
+  assert_int_equal(origin_next(s, &got), 1);
+  assert_int_equal(got.j, 2);
+  origin_give_back(&got);
+  sfx_teardown(s);
+}
+
+static void test_origin_expired_lease_dropped(void **state) {
+  (void)state;
+  sfx_nbr_t *a;
+  sfx_t *s = gate_setup(&a);
+  uint32_t a3 = G(s, "a.bin", 3), b1 = G(s, "b.bin", 1);
+  uint32_t l1[] = {a3};
+  uint32_t l2[] = {b1};
+  swarm_rel_leases_add(s->rel, l1, 1, 1);
+  swarm_rel_leases_add(s->rel, l2, 1, 60000);
+  assert_int_equal(s->rel->nleases, 2);
+  uv_sleep(5);
+  uv_update_time(&s->fx.loop);
+  got_t got;
+  assert_int_equal(origin_next(s, &got), 1);
+  assert_ptr_equal(got.f, sfx_file(s, "b.bin", NULL));
+  assert_int_equal(got.j, 1);
+  assert_int_equal(s->rel->nleases, 1); /* a3's lease is gone */
+  assert_int_equal(s->rel->leases[0].chunk, b1);
+  got_t none;
+  assert_int_equal(origin_next(s, &none), 0);
+  origin_give_back(&got);
+  sfx_teardown(s);
+}
+
+static void test_origin_fallback_after_tracker_down(void **state) {
+  (void)state;
+  sfx_nbr_t *a;
+  sfx_t *s = gate_setup(&a);
+  /* a holds every chunk but b1. */
+  uint32_t b1 = G(s, "b.bin", 1), held[16], n = 0;
+  for (uint32_t g = 0; g < s->rel->total; g++) {
+    if (g != b1)
+      held[n++] = g;
+  }
+  sfx_holds(a, held, n);
+  uint64_t now = uv_now(&s->fx.loop);
+  assert_true(now > PEER_TRACKER_FALLBACK_MS);
+  got_t got;
+  /* Down, but not for long enough: still nothing unleased. */
+  s->tracker.up = false;
+  s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS + 1;
+  assert_int_equal(origin_next(s, &got), 0);
+  /* Down for PEER_TRACKER_FALLBACK_MS: any chunk no neighbour has. */
+  s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS;
+  assert_int_equal(origin_next(s, &got), 1);
+  assert_ptr_equal(got.f, sfx_file(s, "b.bin", NULL));
+  assert_int_equal(got.j, 1);
+  got_t none;
+  assert_int_equal(origin_next(s, &none), 0); /* the rest a has */
+  origin_give_back(&got);
+  /* Back up: nothing unleased again. */
+  s->tracker.up = true;
+  assert_int_equal(origin_next(s, &none), 0);
+  /* No tracker configured at all: as after the fallback. */
+  s->tracker.configured = false;
+  assert_int_equal(origin_next(s, &got), 1);
+  assert_int_equal(got.j, 1);
+  origin_give_back(&got);
+  sfx_teardown(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_small_and_first_chunks_first),
+      cmocka_unit_test(test_tier_beats_rarity),
+      cmocka_unit_test(test_rarest_first),
+      cmocka_unit_test(test_nothing_nobody_has),
+      cmocka_unit_test(test_endgame_fresh_then_duplicates),
+      cmocka_unit_test(test_endgame_duplicate_cap),
+      cmocka_unit_test(test_origin_only_leased_unheld),
+      cmocka_unit_test(test_origin_expired_lease_dropped),
+      cmocka_unit_test(test_origin_fallback_after_tracker_down),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
