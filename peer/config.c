@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "ws_args.h"
 #include "core/tunables.h"
 #include "proto.h"
 
@@ -33,6 +34,8 @@ typedef enum {
   KEY_LOG_LEVEL,
   KEY_NODE_ID,
   KEY_ZONE,
+  KEY_ZONE_FILE,
+  KEY_METRICS,
   KEY_UPLOAD_RATE,
   KEY_DOWNLOAD_RATE,
   KEY_MAX_NEIGHBORS,
@@ -41,87 +44,68 @@ typedef enum {
   KEY_LAST
 } config_key_t;
 
-static const struct {
-  const char *flag; /* long flag without "--", and config-file key */
-  const char *env;
-  const char *arg;
-} k_keys[KEY_LAST] = {
-    [KEY_CACHE] = {"cache", "P2P_CACHE", "DIR"},
-    [KEY_API] = {"api", "P2P_API", "SOCKET"},
-    [KEY_HTTP] = {"http", "P2P_HTTP", "HOST:PORT"},
-    [KEY_LISTEN] = {"listen", "P2P_LISTEN", "HOST:PORT"},
-    [KEY_TRACKER] = {"tracker", "P2P_TRACKER", "HOST:PORT"},
-    [KEY_CLUSTER_KEY] = {"cluster-key", "P2P_CLUSTER_KEY_FILE", "FILE"},
-    [KEY_CAPACITY] = {"capacity", "P2P_CAPACITY", "BYTES"},
-    [KEY_S3_CONCURRENCY] = {"s3-concurrency", "P2P_S3_CONCURRENCY", "N"},
-    [KEY_LOG_LEVEL] = {"log-level", "P2P_LOG_LEVEL", "LEVEL"},
-    [KEY_NODE_ID] = {"node-id", "P2P_NODE_ID", "ID"},
-    [KEY_ZONE] = {"zone", "P2P_ZONE", "ZONE"},
-    [KEY_UPLOAD_RATE] = {"upload-rate", "P2P_UPLOAD_RATE", "BYTES/s"},
-    [KEY_DOWNLOAD_RATE] = {"download-rate", "P2P_DOWNLOAD_RATE", "BYTES/s"},
-    [KEY_MAX_NEIGHBORS] = {"max-neighbors", "P2P_MAX_NEIGHBORS", "N"},
+/* One row per setting: long flag (also the config-file key), environment
+ * variable, type, help. Indexed by config_key_t. */
+static const ws_arg_t k_keys[KEY_LAST] = {
+    [KEY_CACHE] = {"cache", "P2P_CACHE", "DIR", WS_ARG_STR, 0,
+                   "cache directory (required)"},
+    [KEY_API] =
+        {"api", "P2P_API", "SOCKET", WS_ARG_STR, 0,
+         "unix socket of the local API (default " PEER_API_SOCKET_DEFAULT ")"},
+    [KEY_HTTP] = {"http", "P2P_HTTP", "HOST:PORT", WS_ARG_STR, 0,
+                  "the whole API also on TCP (unauthenticated)"},
+    [KEY_LISTEN] = {"listen", "P2P_LISTEN", "HOST:PORT", WS_ARG_STR, 0,
+                    "peer protocol listener (swarm mode)"},
+    [KEY_TRACKER] = {"tracker", "P2P_TRACKER", "HOST:PORT[,HOST:PORT...]",
+                     WS_ARG_STR, 0,
+                     "tracker address(es), releases sharded among them; "
+                     "unset = standalone"},
+    [KEY_CLUSTER_KEY] = {"cluster-key", "P2P_CLUSTER_KEY_FILE", "FILE",
+                         WS_ARG_STR, 0, "file with the 64-hex cluster key"},
+    [KEY_CAPACITY] = {"capacity", "P2P_CAPACITY", "SIZE", WS_ARG_SIZE, 0,
+                      "cache capacity, e.g. 800G or 750Gi (default "
+                      "unlimited)"},
+    [KEY_S3_CONCURRENCY] = {"s3-concurrency", "P2P_S3_CONCURRENCY", "N",
+                            WS_ARG_UINT, 0, "parallel S3 requests"},
+    [KEY_LOG_LEVEL] = {"log-level", "P2P_LOG_LEVEL", "LEVEL", WS_ARG_STR, 0,
+                       "error|warn|info|debug (default info)"},
+    [KEY_NODE_ID] = {"node-id", "P2P_NODE_ID", "ID", WS_ARG_STR, 0,
+                     "node id (default random per start)"},
+    [KEY_ZONE] = {"zone", "P2P_ZONE", "ZONE", WS_ARG_STR, 0,
+                  "zone label; peers in the same zone are preferred"},
+    [KEY_ZONE_FILE] = {"zone-file", "P2P_ZONE_FILE", "FILE", WS_ARG_STR, 0,
+                       "read the zone from the file's first line"},
+    [KEY_METRICS] = {"metrics", "P2P_METRICS", "HOST:PORT", WS_ARG_STR, 0,
+                     "read-only /metrics, /healthz, /readyz on TCP"},
+    [KEY_UPLOAD_RATE] = {"upload-rate", "P2P_UPLOAD_RATE", "SIZE", WS_ARG_SIZE,
+                         0, "upload cap in bytes/s (0 = unlimited)"},
+    [KEY_DOWNLOAD_RATE] = {"download-rate", "P2P_DOWNLOAD_RATE", "SIZE",
+                           WS_ARG_SIZE, 0,
+                           "download cap in bytes/s (0 = unlimited)"},
+    [KEY_MAX_NEIGHBORS] = {"max-neighbors", "P2P_MAX_NEIGHBORS", "N",
+                           WS_ARG_UINT, 0, "peer connections at most"},
     /* Test builds only (-Dfault_inject=true): flips a byte in every chunk
-     * served, for the fault suite. Value 1/0. */
+     * served, for the fault suite. Hidden from --help. */
     [KEY_TEST_CORRUPT_SERVE] = {"test-corrupt-serve", "P2P_TEST_CORRUPT_SERVE",
-                                "1"},
-    [KEY_CONFIG] = {"config", "P2P_CONFIG", "FILE"},
+                                NULL, WS_ARG_BOOL, WS_ARG_HIDDEN, NULL},
+    [KEY_CONFIG] = {"config", "P2P_CONFIG", "FILE", WS_ARG_STR, 0,
+                    "JSON config file (keys = long option names)"},
 };
 
-static void config_usage(FILE *out) {
-  fputs("usage: p2pd --cache DIR --api SOCKET [options]\n\n", out);
-  for (int k = 0; k < KEY_LAST; k++)
-    fprintf(out, "  --%-15s %-10s (env %s)\n", k_keys[k].flag, k_keys[k].arg,
-            k_keys[k].env);
-  fputs("\nprecedence: flag > environment > config file (JSON, same keys) >"
-        " default\nS3: AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ..."
-        "\n",
-        out);
-}
+static const ws_args_spec_t k_spec = {
+    .prog = "p2pd",
+    .synopsis = "--cache DIR [--api SOCKET] [options]",
+    .about = "weightswarm node daemon: fetches model releases from S3 and "
+             "peers into the local cache.",
+    .args = k_keys,
+    .nargs = KEY_LAST,
+    .footer = "precedence: option > environment > config file > default\n"
+              "sizes: " WS_SIZE_FORMS "\n"
+              "S3: AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ...",
+};
 
 int peer_config_parse_size(const char *s, uint64_t *out) {
-  if (s == NULL || *s == '\0' || *s == '-')
-    return WS_EUSAGE;
-  errno = 0;
-  char *end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || end == s)
-    return WS_EUSAGE;
-  unsigned shift = 0;
-  switch (*end) {
-  case '\0':
-    break;
-  case 'K':
-  case 'k':
-    shift = 10;
-    break;
-  case 'M':
-  case 'm':
-    shift = 20;
-    break;
-  case 'G':
-  case 'g':
-    shift = 30;
-    break;
-  case 'T':
-  case 't':
-    shift = 40;
-    break;
-  default:
-    return WS_EUSAGE;
-  }
-  if (*end != '\0') {
-    end++;
-    if (*end == 'i' || *end == 'B') /* "Gi", "GB", "GiB" */
-      end++;
-    if (*end == 'B')
-      end++;
-    if (*end != '\0')
-      return WS_EUSAGE;
-  }
-  if (shift != 0 && v > (UINT64_MAX >> shift))
-    return WS_EUSAGE;
-  *out = (uint64_t)v << shift;
-  return 0;
+  return ws_parse_size(s, out);
 }
 
 static int config_parse_uint(const char *s, unsigned min, unsigned max,
@@ -186,7 +170,7 @@ static int config_file_key(const char *path, const cJSON *it,
                            char *file_vals[KEY_LAST]) {
   int k;
   for (k = 0; k < KEY_LAST; k++) {
-    if (k != KEY_CONFIG && strcmp(it->string, k_keys[k].flag) == 0)
+    if (k != KEY_CONFIG && strcmp(it->string, k_keys[k].name) == 0)
       break;
   }
   if (k == KEY_LAST) {
@@ -233,45 +217,13 @@ static int config_file_read(const char *path, char *file_vals[KEY_LAST]) {
 /* Parses argv into flag_vals (borrowed pointers into argv). */
 static int config_parse_argv(int argc, char **argv,
                              const char *flag_vals[KEY_LAST]) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      config_usage(stdout);
-      return PEER_CONFIG_EXIT;
-    }
-    if (strcmp(a, "--version") == 0) {
-      puts("p2pd 0.1.0");
-      return PEER_CONFIG_EXIT;
-    }
-    if (strncmp(a, "--", 2) != 0) {
-      fprintf(stderr, "p2pd: unexpected argument '%s'\n", a);
-      return WS_EUSAGE;
-    }
-    a += 2;
-    const char *eq = strchr(a, '=');
-    size_t nlen = eq != NULL ? (size_t)(eq - a) : strlen(a);
-    int k;
-    for (k = 0; k < KEY_LAST; k++) {
-      if (strlen(k_keys[k].flag) == nlen &&
-          strncmp(a, k_keys[k].flag, nlen) == 0)
-        break;
-    }
-    if (k == KEY_LAST) {
-      fprintf(stderr, "p2pd: unknown flag '%s' (see --help)\n", argv[i]);
-      return WS_EUSAGE;
-    }
-    if (eq != NULL) {
-      flag_vals[k] = eq + 1;
-    } else if (k == KEY_TEST_CORRUPT_SERVE) {
-      flag_vals[k] = "1"; /* a switch */
-    } else if (i + 1 < argc) {
-      flag_vals[k] = argv[++i];
-    } else {
-      fprintf(stderr, "p2pd: --%s needs a value\n", k_keys[k].flag);
-      return WS_EUSAGE;
-    }
-  }
-  return 0;
+  size_t npos = 0;
+  int rc = ws_args_parse(&k_spec, argc, argv, flag_vals, NULL, 0, &npos);
+  if (rc == WS_ARGS_HELP)
+    ws_args_usage(&k_spec, stdout);
+  else if (rc == WS_ARGS_VERSION)
+    ws_args_print_version("p2pd");
+  return rc == 0 ? 0 : rc == WS_EUSAGE ? WS_EUSAGE : PEER_CONFIG_EXIT;
 }
 
 int peer_config_read_key(const char *path, uint8_t key[32]) {
@@ -344,6 +296,49 @@ static int config_node_id_random(char **out) {
   return 0;
 }
 
+/* Reads the zone from the first line of path (written by an init step
+ * from the node's topology label). Blocking: start-up only. Surrounding
+ * whitespace is dropped; an empty first line means no zone (*out NULL). */
+static int config_zone_file(const char *path, char **out) {
+  char buf[WS_ZONE_MAX + 2];
+  *out = NULL;
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    int rc = -errno;
+    fprintf(stderr, "p2pd: --zone-file %s: %s\n", path, ws_strerror(rc));
+    return WS_EUSAGE;
+  }
+  char *line = fgets(buf, sizeof(buf), f);
+  fclose(f);
+  if (line == NULL)
+    return 0; /* empty file: no zone */
+  size_t n = strcspn(line, "\n");
+  if (n > WS_ZONE_MAX) {
+    fprintf(stderr, "p2pd: --zone-file %s: zone longer than %d bytes\n", path,
+            WS_ZONE_MAX);
+    return WS_EUSAGE;
+  }
+  while (n > 0 && isspace((unsigned char)line[n - 1]))
+    n--;
+  while (n > 0 && isspace((unsigned char)*line)) {
+    line++;
+    n--;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!isgraph((unsigned char)line[i])) {
+      fprintf(stderr,
+              "p2pd: --zone-file %s: zone has spaces or control "
+              "bytes\n",
+              path);
+      return WS_EUSAGE;
+    }
+  }
+  if (n == 0)
+    return 0;
+  *out = strndup(line, n);
+  return *out != NULL ? 0 : -ENOMEM;
+}
+
 /* The swarm settings (called after the common ones parsed). */
 static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   int rc;
@@ -361,12 +356,14 @@ static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
       (v[KEY_DOWNLOAD_RATE] != NULL &&
        peer_config_parse_size(v[KEY_DOWNLOAD_RATE], &cfg->download_rate) !=
            0)) {
-    fprintf(stderr, "p2pd: --upload-rate/--download-rate: want "
-                    "BYTES[K|M|G] per second (0 = unlimited)\n");
+    fprintf(stderr,
+            "p2pd: --upload-rate/--download-rate: want %s per "
+            "second (0 = unlimited)\n",
+            WS_SIZE_FORMS);
     return WS_EUSAGE;
   }
   if (v[KEY_TEST_CORRUPT_SERVE] != NULL &&
-      strcmp(v[KEY_TEST_CORRUPT_SERVE], "0") != 0) {
+      ws_parse_bool(v[KEY_TEST_CORRUPT_SERVE]) == 1) {
 #ifdef WS_FAULT_INJECT
     cfg->test_corrupt_serve = 1;
 #else
@@ -402,6 +399,8 @@ static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   if (rc == 0 && v[KEY_ZONE] != NULL && *v[KEY_ZONE] != '\0') {
     cfg->zone = strdup(v[KEY_ZONE]);
     rc = cfg->zone == NULL ? -ENOMEM : 0;
+  } else if (rc == 0 && v[KEY_ZONE_FILE] != NULL && *v[KEY_ZONE_FILE] != '\0') {
+    rc = config_zone_file(v[KEY_ZONE_FILE], &cfg->zone); /* --zone wins */
   }
   return rc;
 }
@@ -435,6 +434,8 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
            : (env != NULL && *env != '\0') ? env
                                            : file_vals[k];
   }
+  if ((rc = ws_args_check(&k_spec, v)) != 0)
+    goto free_file;
   if (v[KEY_API] == NULL)
     v[KEY_API] = PEER_API_SOCKET_DEFAULT;
   if (v[KEY_CACHE] == NULL) {
@@ -453,8 +454,8 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
   }
   if (v[KEY_CAPACITY] != NULL &&
       peer_config_parse_size(v[KEY_CAPACITY], &cfg->capacity_bytes) != 0) {
-    fprintf(stderr, "p2pd: --capacity '%s': want BYTES[K|M|G|T]\n",
-            v[KEY_CAPACITY]);
+    fprintf(stderr, "p2pd: --capacity '%s': want %s\n", v[KEY_CAPACITY],
+            WS_SIZE_FORMS);
     rc = WS_EUSAGE;
     goto free_file;
   }
@@ -473,6 +474,8 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
       (rc = config_dup(&cfg->tracker, v[KEY_TRACKER])) != 0 ||
       (rc = config_dup(&cfg->cluster_key_file, v[KEY_CLUSTER_KEY])) != 0 ||
       (rc = config_dup(&cfg->config_file, cfile)) != 0 ||
+      (rc = config_dup(&cfg->metrics, v[KEY_METRICS])) != 0 ||
+      (rc = config_dup(&cfg->zone_file, v[KEY_ZONE_FILE])) != 0 ||
       (rc = config_load_swarm(cfg, v)) != 0) {
     peer_config_free(cfg);
     goto free_file;
@@ -495,5 +498,7 @@ void peer_config_free(peer_settings_t *cfg) {
   free(cfg->config_file);
   free(cfg->node_id);
   free(cfg->zone);
+  free(cfg->zone_file);
+  free(cfg->metrics);
   memset(cfg, 0, sizeof(*cfg));
 }

@@ -27,8 +27,9 @@ void peer_config_free(peer_settings_t *cfg);
  * allowed. Blocking (start-up only). 0, WS_EKEY or -errno. */
 int peer_config_read_key(const char *path, uint8_t key[32]) WS_MUST_USE;
 
-/* Parses "123", "64K", "10G", "1.5T" is refused (integers only); K/M/G/T
- * are powers of 1024. Returns 0 or WS_EUSAGE. */
+/* Sizes as Kubernetes writes them (ws_parse_size): "123" bytes, "800G" =
+ * 800 x 10^9, "800Gi" = 800 x 2^30; "800GB", "1.5G" are refused. Returns 0
+ * or WS_EUSAGE. */
 int peer_config_parse_size(const char *s, uint64_t *out) WS_MUST_USE;
 
 #endif

@@ -212,6 +212,11 @@ static void daemon_api_closed(void *arg) {
   d->api_open = 0;
 }
 
+static void daemon_metrics_closed(void *arg) {
+  peer_daemon_t *d = arg;
+  d->metrics_open = 0;
+}
+
 static void daemon_store_close_work(void *arg) {
   peer_daemon_t *d = arg;
   ws_store_close(d->ctx.store);
@@ -233,7 +238,7 @@ static void daemon_stop_tick(uv_timer_t *t) {
   unsigned jobs = peer_workq_pending(&d->ctx.workq);
   switch (d->stop_step) {
   case STOP_DRAIN:
-    if (d->api_open || jobs > 0 ||
+    if (d->api_open || d->metrics_open || jobs > 0 ||
         (d->origin != NULL && peer_origin_inflight(d->origin) > 0) ||
         (d->swarm != NULL && peer_swarm_busy(d->swarm)))
       return;
@@ -283,6 +288,8 @@ void peer_daemon_stop(peer_daemon_t *d, int exit_code) {
   daemon_notify("STOPPING=1");
   if (d->api_open)
     peer_api_close(d->api, daemon_api_closed, d);
+  if (d->metrics_open)
+    peer_metrics_close(d->metrics, daemon_metrics_closed, d);
   if (d->releases != NULL)
     peer_releases_stop(d->releases);
   if (d->origin != NULL)
@@ -353,6 +360,11 @@ static int daemon_wire(peer_daemon_t *d) {
   }
   rc = peer_api_new(&d->ctx, d->releases, d->swarm, &d->api);
   d->api_open = d->api != NULL;
+  if (rc == 0 && cfg->metrics != NULL) {
+    rc = peer_metrics_new(&d->ctx, d->releases, d->swarm, cfg->metrics,
+                          &d->metrics);
+    d->metrics_open = d->metrics != NULL;
+  }
   return rc;
 }
 
@@ -392,6 +404,7 @@ int peer_daemon_run(peer_daemon_t *d) {
   /* Upper layers first: each unregisters from what it was given. */
   peer_releases_free(d->releases);
   peer_api_free(d->api);
+  peer_metrics_free(d->metrics);
   peer_swarm_free(d->swarm);
   peer_origin_free(d->origin);
   peer_files_free(d->files);

@@ -27,6 +27,7 @@
 
 #include "api.h"
 #include "core/ctx.h"
+#include "metrics.h"
 #include "fetch/file.h"
 #include "fetch/origin.h"
 #include "release/release.h"
@@ -52,7 +53,9 @@ typedef struct peer_daemon_s {
   peer_swarm_hooks_t swarm_hooks;
   peer_releases_t *releases;
   peer_api_t *api;
-  int api_open; /* the API server is listening or closing */
+  int api_open;            /* the API server is listening or closing */
+  peer_metrics_t *metrics; /* --metrics listener, NULL when off */
+  int metrics_open;        /* it is listening or closing */
   uv_signal_t sig_term;
   uv_signal_t sig_int;
   uv_timer_t stop_timer; /* steps through STOPPING; runs only then */

@@ -100,6 +100,17 @@ int ws_mp_u32(const msgpack_object *map, const char *key, bool required,
   return 0;
 }
 
+int ws_mp_u64(const msgpack_object *map, const char *key, bool required,
+              uint64_t *out) {
+  const msgpack_object *o = NULL;
+  int rc = mp_lookup(map, key, required, MSGPACK_OBJECT_POSITIVE_INTEGER, &o);
+
+  if (rc <= 0)
+    return rc;
+  *out = o->via.u64;
+  return 0;
+}
+
 int ws_mp_i32(const msgpack_object *map, const char *key, bool required,
               int32_t *out) {
   const msgpack_object *o = ws_mp_find(map, key);

@@ -25,7 +25,11 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
   for (uint32_t i = 0; a->have_list && i < a->n_have_list; i++)
     if (a->total_chunks != 0 && a->have_list[i] >= a->total_chunks)
       return WS_EUSAGE;
+  if (!ws_str_ok(a->err, WS_ERRMSG_MAX))
+    return WS_EUSAGE;
   n += (a->have_bits != NULL) + (a->have_list != NULL) + (a->uri != NULL);
+  n += (a->size_bytes != 0) + (a->s3_bytes != 0) + (a->peer_bytes != 0) +
+       (a->err[0] != '\0');
   rc = msgpack_pack_map(pk, n) |
        ws_pk_kv_bin(pk, "d", a->digest, WS_PROTO_DIGEST_LEN) |
        ws_pk_kv_uint(pk, "tot", a->total_chunks) |
@@ -39,6 +43,16 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
     rc |= ws_pk_kv_u32list(pk, "hd", a->have_list, a->n_have_list);
   if (a->uri != NULL)
     rc |= ws_pk_kv_str(pk, "uri", a->uri);
+  /* The optional progress report: absent when zero, so an announce without
+   * one is byte-identical to before. */
+  if (a->size_bytes != 0)
+    rc |= ws_pk_kv_uint(pk, "sz", a->size_bytes);
+  if (a->s3_bytes != 0)
+    rc |= ws_pk_kv_uint(pk, "s3", a->s3_bytes);
+  if (a->peer_bytes != 0)
+    rc |= ws_pk_kv_uint(pk, "pb", a->peer_bytes);
+  if (a->err[0] != '\0')
+    rc |= ws_pk_kv_str(pk, "err", a->err);
   return rc;
 }
 
@@ -76,6 +90,11 @@ static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
     return rc;
   if (ws_mp_find(map, "hd") != NULL && a->have_bits != NULL)
     return WS_EBADMSG; /* one form or the other, never both */
+  if ((rc = ws_mp_u64(map, "sz", false, &a->size_bytes)) < 0 ||
+      (rc = ws_mp_u64(map, "s3", false, &a->s3_bytes)) < 0 ||
+      (rc = ws_mp_u64(map, "pb", false, &a->peer_bytes)) < 0 ||
+      (rc = ws_mp_strbuf(map, "err", false, a->err, WS_ERRMSG_MAX)) < 0)
+    return rc;
   return ws_mp_strdup(map, "uri", false, WS_URI_MAX, &a->uri);
 }
 

@@ -31,6 +31,8 @@ int ws_mp_u32(const msgpack_object *map, const char *key, bool required,
               uint32_t max, uint32_t *out) WS_MUST_USE;
 int ws_mp_i32(const msgpack_object *map, const char *key, bool required,
               int32_t *out) WS_MUST_USE;
+int ws_mp_u64(const msgpack_object *map, const char *key, bool required,
+              uint64_t *out) WS_MUST_USE;
 int ws_mp_bool(const msgpack_object *map, const char *key, bool required,
                bool *out) WS_MUST_USE;
 /* bin of exactly n bytes copied to out. */

@@ -195,6 +195,12 @@ typedef struct {
   uint32_t *have_list;
   uint32_t n_have_list;
   char *uri; /* NULL or NUL-terminated, <= WS_URI_MAX: where to fetch */
+  /* Optional progress report for the tracker's dashboard (docs/protocol.md:
+   * sz, s3, pb, err). 0 / "" are not sent; an old tracker ignores them. */
+  uint64_t size_bytes;         /* release bytes (manifest total) */
+  uint64_t s3_bytes;           /* bytes of it this node read from S3 */
+  uint64_t peer_bytes;         /* bytes of it received from neighbours */
+  char err[WS_ERRMSG_MAX + 1]; /* this node's last error for the release */
 } ws_announce_t;
 
 typedef struct {

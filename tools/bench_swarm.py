@@ -257,7 +257,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         # Counters that explain a slow run: requests a neighbour refused,
         # duplicate chunks thrown away, connections closed on a bad receive;
         # and how many uploads began while the chunk still came from S3.
-        events = {k: int(sum(p.metric("ws_p2pd_" + k) for p in peers)) for k in
+        events = {k: int(sum(p.metric("weightswarm_p2pd_" + k) for p in peers)) for k in
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
                    "peer_receive_errors_total", "chunks_failed_total",
                    "peer_chunks_served_total", "peer_chunks_served_live_total")}

@@ -15,8 +15,9 @@ enum {
   CTL_EXIT_ORIGIN = 6    /* S3 refused or failed */
 };
 
-int ctl_manifest_main(int argc, char **argv); /* ctl_manifest.c */
-int ctl_publish_main(int argc, char **argv);  /* ctl_publish.c */
+int ctl_manifest_main(int argc, char **argv);  /* ctl_manifest.c */
+int ctl_publish_main(int argc, char **argv);   /* ctl_publish.c */
+int ctl_node_zone_main(int argc, char **argv); /* ctl_node.c */
 
 /* ctl_daemon.c: commands against the local p2pd. */
 int ctl_prefetch_main(int argc, char **argv);

@@ -27,6 +27,7 @@
 
 #include "ctl_http.h"
 #include "digest.h"
+#include "ws_args.h"
 #include "ws_err.h"
 
 #define CTL_API "/api/v1"
@@ -36,6 +37,12 @@
 /* Plain progress lines when stderr is not a terminal. */
 #define CTL_PLAIN_EVERY_MS 5000L
 #define CTL_RETRY_CONNECT_MS 1000L
+/* --retry-for default: long enough for p2pd to start on a node that just
+ * joined (image pull, cache scan), short enough that a node without p2pd
+ * fails visibly. Backoff between attempts doubles up to the cap. */
+#define CTL_RETRY_FOR_DEFAULT_MS 120000u
+#define CTL_RETRY_FIRST_MS 250L
+#define CTL_RETRY_MAX_MS 2000L
 
 typedef struct {
   const char *pos;
@@ -44,60 +51,89 @@ typedef struct {
   const char *manifest; /* seed: path or s3:// URI */
   int wait;
   int json;
-  double timeout_s; /* < 0: none */
+  double timeout_s;      /* < 0: none */
+  uint64_t retry_for_ms; /* keep retrying while p2pd is unreachable */
 } dargs_t;
 
-/* Set by dargs_parse when the command line asks for --help: the usage then
- * goes to stdout with exit 0 instead of stderr with CTL_EXIT_USAGE. */
-static int ctl_help_wanted;
+/* The options of the daemon commands; each command takes a subset. */
+static const ws_arg_t o_digest = {
+    "digest",   NULL, "sha256-HEX",
+    WS_ARG_STR, 0,    "the release's expected digest (checked)"};
+static const ws_arg_t o_wait = {
+    "wait",      NULL, NULL,
+    WS_ARG_BOOL, 0,    "wait until the release is ready (progress on stderr)"};
+static const ws_arg_t o_timeout = {
+    "timeout",  NULL,
+    "DURATION", WS_ARG_DURATION,
+    0,          "give up waiting after this long, exit 5 (default: no limit)"};
+static const ws_arg_t o_retry = {
+    "retry-for",
+    "P2PCTL_RETRY_FOR",
+    "DURATION",
+    WS_ARG_DURATION,
+    0,
+    "retry while p2pd is not reachable yet (socket missing or refusing), "
+    "with backoff, for this long (default 120s; 0 = fail at once)"};
+static const ws_arg_t o_json = {"json",      NULL, NULL,
+                                WS_ARG_BOOL, 0,    "print the reply as JSON"};
+static const ws_arg_t o_manifest = {
+    "manifest", NULL, "FILE|s3://BUCKET/P/",
+    WS_ARG_STR, 0,    "manifest of DIR (seed a local copy)"};
 
-static int ctl_usage(const char *cmd, const char *text) {
-  fprintf(ctl_help_wanted ? stdout : stderr, "usage: p2pctl %s %s\n", cmd,
-          text);
-  return ctl_help_wanted ? CTL_EXIT_OK : CTL_EXIT_USAGE;
-}
-
-/* Parses the options every daemon command shares. */
-static int dargs_parse(int argc, char **argv, dargs_t *a) {
+/* Parses a daemon command's options (rows) into *a. Returns 0, or -1 with
+ * *ex the exit code (0 after --help, CTL_EXIT_USAGE on a bad line). */
+static int dargs_parse(const char *prog, const char *synopsis,
+                       const char *about, const ws_arg_t *rows, size_t nrows,
+                       int argc, char **argv, dargs_t *a, int *ex) {
+  const char *v[8] = {0};
+  ws_args_spec_t spec = {prog, synopsis, about, rows, nrows, NULL};
+  size_t npos = 0;
   memset(a, 0, sizeof(*a));
   a->timeout_s = -1;
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-      ctl_help_wanted = 1;
-      return WS_EUSAGE;
-    } else if (strcmp(s, "--wait") == 0) {
-      a->wait = 1;
-    } else if (strcmp(s, "--json") == 0) {
-      a->json = 1;
-    } else if (strcmp(s, "--timeout") == 0 || strcmp(s, "--digest") == 0 ||
-               strcmp(s, "--manifest") == 0) {
-      if (i + 1 >= argc)
-        return WS_EUSAGE;
-      const char *v = argv[++i];
-      if (s[2] == 'd') {
-        a->digest = v;
-        continue;
-      }
-      if (s[2] == 'm') {
-        a->manifest = v;
-        continue;
-      }
-      char *end = NULL;
-      errno = 0;
-      a->timeout_s = strtod(v, &end);
-      if (errno != 0 || end == v || *end != '\0' || a->timeout_s < 0)
-        return WS_EUSAGE;
-    } else if (s[0] == '-' && s[1] == '-') {
-      return WS_EUSAGE;
-    } else if (!a->has_pos) {
-      a->pos = s;
-      a->has_pos = 1;
-    } else {
-      return WS_EUSAGE;
-    }
+  a->retry_for_ms = CTL_RETRY_FOR_DEFAULT_MS;
+  int rc = ws_args_parse(&spec, argc, argv, v, &a->pos, 1, &npos);
+  if (rc == WS_ARGS_HELP || rc == WS_ARGS_VERSION) {
+    if (rc == WS_ARGS_HELP)
+      ws_args_usage(&spec, stdout);
+    else
+      ws_args_print_version("p2pctl");
+    *ex = CTL_EXIT_OK;
+    return -1;
+  }
+  *ex = CTL_EXIT_USAGE;
+  if (rc != 0)
+    return -1;
+  ws_args_env(&spec, v);
+  if (ws_args_check(&spec, v) != 0)
+    return -1;
+  a->has_pos = npos == 1;
+  for (size_t i = 0; i < nrows; i++) {
+    const char *n = rows[i].name;
+    uint64_t ms = 0;
+    if (v[i] == NULL)
+      continue;
+    if (strcmp(n, "digest") == 0)
+      a->digest = v[i];
+    else if (strcmp(n, "manifest") == 0)
+      a->manifest = v[i];
+    else if (strcmp(n, "wait") == 0)
+      a->wait = ws_parse_bool(v[i]) == 1;
+    else if (strcmp(n, "json") == 0)
+      a->json = ws_parse_bool(v[i]) == 1;
+    else if (strcmp(n, "timeout") == 0 && ws_parse_duration_ms(v[i], &ms) == 0)
+      a->timeout_s = (double)ms / 1000.0;
+    else if (strcmp(n, "retry-for") == 0 &&
+             ws_parse_duration_ms(v[i], &ms) == 0)
+      a->retry_for_ms = ms;
   }
   return 0;
+}
+
+/* A usage error after parsing: the usage line on stderr, exit 2. */
+static int ctl_usage(const char *cmd, const char *text) {
+  fprintf(stderr, "usage: p2pctl %s %s (see p2pctl %s --help)\n", cmd, text,
+          cmd);
+  return CTL_EXIT_USAGE;
 }
 
 static uint64_t ctl_now_ms(void) {
@@ -159,6 +195,35 @@ static int ctl_call(const char *method, const char *path, const cJSON *body,
   return CTL_EXIT_OK;
 }
 
+/* ctl_call, tried again with backoff while p2pd cannot be reached (socket
+ * missing, connection refused: the request never arrived, so a POST is
+ * safe to repeat), for up to retry_for_ms. An init container on a node
+ * that just joined starts before p2pd does. */
+static int ctl_call_retry(const char *method, const char *path,
+                          const cJSON *body, long timeout_ms,
+                          uint64_t retry_for_ms, long *status, cJSON **reply) {
+  uint64_t until = ctl_now_ms() + retry_for_ms;
+  long backoff = CTL_RETRY_FIRST_MS;
+  for (int tries = 1;; tries++) {
+    *reply = NULL;
+    int rc =
+        ctl_http_request(NULL, method, path, body, timeout_ms, status, reply);
+    if (rc == 0)
+      return CTL_EXIT_OK;
+    if (rc != -ECONNREFUSED || ctl_now_ms() + (uint64_t)backoff > until) {
+      if (tries > 1)
+        fprintf(stderr, "p2pctl: gave up after %d attempts (--retry-for)\n",
+                tries);
+      return ctl_http_exit(rc);
+    }
+    if (tries == 1)
+      fprintf(stderr, "p2pctl: retrying for up to %.0f s (--retry-for)\n",
+              (double)retry_for_ms / 1000.0);
+    ctl_sleep_ms(backoff);
+    backoff = backoff * 2 > CTL_RETRY_MAX_MS ? CTL_RETRY_MAX_MS : backoff * 2;
+  }
+}
+
 /* ---- progress ----------------------------------------------------------- */
 
 typedef struct {
@@ -205,9 +270,10 @@ static void progress_end(progress_t *p) {
  * transport/HTTP exit code. Prints R (JSON) or the path at the end. With
  * show, draws progress between rounds. Retries while p2pd is not reachable
  * or not ready yet (init containers start before it). */
-static int ctl_wait_ready(const char *digest, double timeout_s, int show,
-                          int json) {
+static int ctl_wait_ready(const char *digest, double timeout_s,
+                          uint64_t retry_for_ms, int show, int json) {
   progress_t p = {.tty = isatty(2), .t0_ms = ctl_now_ms()};
+  uint64_t last_ok = p.t0_ms; /* last answer from p2pd */
   uint64_t deadline =
       timeout_s >= 0 ? p.t0_ms + (uint64_t)(timeout_s * 1000) : UINT64_MAX;
   char path[256];
@@ -226,9 +292,12 @@ static int ctl_wait_ready(const char *digest, double timeout_s, int show,
     long status = 0;
     cJSON *r = NULL;
     int rc = ctl_http_request(NULL, "GET", path, NULL, 0, &status, &r);
+    if (rc == 0)
+      last_ok = ctl_now_ms();
     if (rc != 0 || status == 503) {
       cJSON_Delete(r);
-      if (ctl_now_ms() + CTL_RETRY_CONNECT_MS >= deadline) {
+      if (ctl_now_ms() + CTL_RETRY_CONNECT_MS >= deadline ||
+          (rc != 0 && ctl_now_ms() >= last_ok + retry_for_ms)) {
         progress_end(&p);
         return rc != 0 ? ctl_http_exit(rc) : CTL_EXIT_DAEMON;
       }
@@ -283,10 +352,17 @@ static int ctl_wait_ready(const char *digest, double timeout_s, int show,
 /* ---- commands ----------------------------------------------------------- */
 
 int ctl_prefetch_main(int argc, char **argv) {
-  static const char u[] =
-      "URI|DIGEST [--digest sha256-HEX] [--wait] [--timeout S] [--json]";
+  static const char u[] = "s3://BUCKET/PREFIX/MODEL/[sha256-HEX/]|sha256-HEX "
+                          "[options]";
+  const ws_arg_t rows[] = {o_digest, o_wait, o_timeout, o_retry, o_json};
   dargs_t a;
-  if (dargs_parse(argc, argv, &a) != 0 || !a.has_pos)
+  int ex;
+  if (dargs_parse("p2pctl prefetch", u,
+                  "Asks the local p2pd to fetch a release into its cache; "
+                  "with --wait, exits 0 once it is ready and prints its path.",
+                  rows, 5, argc, argv, &a, &ex) != 0)
+    return ex;
+  if (!a.has_pos)
     return ctl_usage("prefetch", u);
   cJSON *body = cJSON_CreateObject();
   if (body == NULL)
@@ -307,8 +383,8 @@ int ctl_prefetch_main(int argc, char **argv) {
   }
   long status = 0;
   cJSON *r = NULL;
-  int ex = ctl_call("POST", CTL_API "/prefetch", body, CTL_REQ_TIMEOUT_MS * 4,
-                    &status, &r);
+  ex = ctl_call_retry("POST", CTL_API "/prefetch", body, CTL_REQ_TIMEOUT_MS * 4,
+                      a.retry_for_ms, &status, &r);
   cJSON_Delete(body);
   if (ex == CTL_EXIT_OK && status != 200)
     ex = ctl_http_reply_exit(status, r);
@@ -327,14 +403,22 @@ int ctl_prefetch_main(int argc, char **argv) {
     return CTL_EXIT_OK;
   }
   cJSON_Delete(r);
-  return ctl_wait_ready(digest, a.timeout_s, 1, a.json);
+  return ctl_wait_ready(digest, a.timeout_s, a.retry_for_ms, 1, a.json);
 }
 
 int ctl_wait_main(int argc, char **argv) {
+  const ws_arg_t rows[] = {o_timeout, o_retry, o_json};
   dargs_t a;
-  if (dargs_parse(argc, argv, &a) != 0 || !ctl_digest_ok(a.pos) || a.wait)
-    return ctl_usage("wait", "sha256-HEX [--timeout S] [--json]");
-  return ctl_wait_ready(a.pos, a.timeout_s, 0, a.json);
+  int ex;
+  if (dargs_parse("p2pctl wait", "sha256-HEX [options]",
+                  "Waits until the release is ready in the local cache: exit "
+                  "0 and its path, 1 failed, 5 timed out (for init "
+                  "containers).",
+                  rows, 3, argc, argv, &a, &ex) != 0)
+    return ex;
+  if (!ctl_digest_ok(a.pos))
+    return ctl_usage("wait", "sha256-HEX [options]");
+  return ctl_wait_ready(a.pos, a.timeout_s, a.retry_for_ms, 0, a.json);
 }
 
 static void ctl_ls_row(const cJSON *r) {
@@ -373,15 +457,25 @@ static int ctl_list(int json) {
 
 int ctl_ls_main(int argc, char **argv) {
   dargs_t a;
-  if (dargs_parse(argc, argv, &a) != 0 || a.has_pos || a.wait)
+  int ex;
+  if (dargs_parse("p2pctl ls", "[--json]",
+                  "Lists the releases in the local cache.", &o_json, 1, argc,
+                  argv, &a, &ex) != 0)
+    return ex;
+  if (a.has_pos)
     return ctl_usage("ls", "[--json]");
   return ctl_list(a.json);
 }
 
 int ctl_status_main(int argc, char **argv) {
   dargs_t a;
-  if (dargs_parse(argc, argv, &a) != 0 || a.wait ||
-      (a.has_pos && !ctl_digest_ok(a.pos)))
+  int ex;
+  if (dargs_parse("p2pctl status", "[sha256-HEX] [--json]",
+                  "One release's state and progress (all releases without "
+                  "DIGEST).",
+                  &o_json, 1, argc, argv, &a, &ex) != 0)
+    return ex;
+  if (a.has_pos && !ctl_digest_ok(a.pos))
     return ctl_usage("status", "[sha256-HEX] [--json]");
   if (!a.has_pos)
     return ctl_list(a.json);
@@ -389,7 +483,7 @@ int ctl_status_main(int argc, char **argv) {
   snprintf(path, sizeof(path), CTL_API "/releases/%s", a.pos);
   long status = 0;
   cJSON *r = NULL;
-  int ex = ctl_call("GET", path, NULL, CTL_REQ_TIMEOUT_MS, &status, &r);
+  ex = ctl_call("GET", path, NULL, CTL_REQ_TIMEOUT_MS, &status, &r);
   if (ex == CTL_EXIT_OK && status != 200)
     ex = ctl_http_reply_exit(status, r);
   if (ex == CTL_EXIT_OK && a.json) {
@@ -418,9 +512,16 @@ int ctl_status_main(int argc, char **argv) {
 
 /* pin, unpin, evict, verify: one request on /releases/<digest>[/action]. */
 static int ctl_action(int argc, char **argv, const char *cmd,
-                      const char *method, const char *action) {
+                      const char *method, const char *action,
+                      const char *about) {
+  char prog[32];
   dargs_t a;
-  if (dargs_parse(argc, argv, &a) != 0 || !ctl_digest_ok(a.pos) || a.wait)
+  int ex;
+  snprintf(prog, sizeof(prog), "p2pctl %s", cmd);
+  if (dargs_parse(prog, "sha256-HEX [--json]", about, &o_json, 1, argc, argv,
+                  &a, &ex) != 0)
+    return ex;
+  if (!ctl_digest_ok(a.pos))
     return ctl_usage(cmd, "sha256-HEX [--json]");
   char path[256];
   snprintf(path, sizeof(path), CTL_API "/releases/%s%s%s", a.pos,
@@ -428,9 +529,9 @@ static int ctl_action(int argc, char **argv, const char *cmd,
   long status = 0;
   cJSON *r = NULL;
   /* verify re-hashes whole releases: no time limit. */
-  int ex = ctl_call(method, path, NULL,
-                    strcmp(cmd, "verify") == 0 ? 0 : CTL_REQ_TIMEOUT_MS,
-                    &status, &r);
+  ex = ctl_call(method, path, NULL,
+                strcmp(cmd, "verify") == 0 ? 0 : CTL_REQ_TIMEOUT_MS, &status,
+                &r);
   if (ex == CTL_EXIT_OK && status != 200)
     ex = ctl_http_reply_exit(status, r);
   if (ex != CTL_EXIT_OK) {
@@ -464,19 +565,23 @@ static int ctl_action(int argc, char **argv, const char *cmd,
 }
 
 int ctl_pin_main(int argc, char **argv) {
-  return ctl_action(argc, argv, "pin", "POST", "pin");
+  return ctl_action(argc, argv, "pin", "POST", "pin",
+                    "Keeps the release in the cache (never evicted).");
 }
 
 int ctl_unpin_main(int argc, char **argv) {
-  return ctl_action(argc, argv, "unpin", "POST", "unpin");
+  return ctl_action(argc, argv, "unpin", "POST", "unpin",
+                    "Lets the release be evicted again.");
 }
 
 int ctl_evict_main(int argc, char **argv) {
-  return ctl_action(argc, argv, "evict", "DELETE", "");
+  return ctl_action(argc, argv, "evict", "DELETE", "",
+                    "Removes the release from the cache now.");
 }
 
 int ctl_verify_main(int argc, char **argv) {
-  return ctl_action(argc, argv, "verify", "POST", "verify");
+  return ctl_action(argc, argv, "verify", "POST", "verify",
+                    "Re-hashes the cached files; exit 1 if any is damaged.");
 }
 
 /* seed DIGEST | seed DIR --manifest FILE|URI: serve a release this node
@@ -490,7 +595,13 @@ int ctl_seed_main(int argc, char **argv) {
   long status = 0;
   int ex;
 
-  if (dargs_parse(argc, argv, &a) != 0 || !a.has_pos || a.wait)
+  const ws_arg_t rows[] = {o_manifest, o_json};
+  if (dargs_parse("p2pctl seed", usage_text,
+                  "Serves a release this node has to its peers: one in the "
+                  "cache (DIGEST) or a local copy (DIR --manifest).",
+                  rows, 2, argc, argv, &a, &ex) != 0)
+    return ex;
+  if (!a.has_pos)
     return ctl_usage("seed", usage_text);
   body = cJSON_CreateObject();
   if (body == NULL)

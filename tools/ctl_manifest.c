@@ -26,6 +26,7 @@
 
 #include "manifest.h"
 #include "sig.h"
+#include "ws_args.h"
 
 #define CTL_ERRBUF 512
 
@@ -37,7 +38,7 @@ typedef struct {
 } margs_t;
 
 static const char usage_text[] =
-    "usage: p2pctl manifest create DIR [--chunk-size N[K|M]] [--model NAME]\n"
+    "usage: p2pctl manifest create DIR [--chunk-size SIZE] [--model NAME]\n"
     "                 [--version V] [--created-at T] [--threads N]"
     " > manifest.json\n"
     "       p2pctl manifest check FILE [--dir DIR] [--threads N]\n"
@@ -53,47 +54,69 @@ static int usage(const char *why) {
   return CTL_EXIT_USAGE;
 }
 
+enum {
+  MO_CHUNK,
+  MO_MODEL,
+  MO_VERSION,
+  MO_CREATED,
+  MO_THREADS,
+  MO_DIR,
+  MO_KEY,
+  MO_OUT,
+  MO_SIG,
+  MO_PUB,
+  MO_LAST
+};
+
+static const ws_arg_t k_mopts[MO_LAST] = {
+    [MO_CHUNK] = {"chunk-size", NULL, "SIZE", WS_ARG_SIZE, 0,
+                  "create: power of two in 1Mi..64Mi, e.g. 4Mi"},
+    [MO_MODEL] = {"model", NULL, "NAME", WS_ARG_STR, 0, "create: model name"},
+    [MO_VERSION] = {"version", NULL, "V", WS_ARG_STR, 0,
+                    "create: model version"},
+    [MO_CREATED] = {"created-at", NULL, "T", WS_ARG_STR, 0,
+                    "create: RFC 3339 time (default newest mtime)"},
+    [MO_THREADS] = {"threads", NULL, "N", WS_ARG_UINT, 0,
+                    "create, check: hashing threads"},
+    [MO_DIR] = {"dir", NULL, "DIR", WS_ARG_STR, 0,
+                "check: also check the files under DIR"},
+    [MO_KEY] = {"key", NULL, "KEYFILE", WS_ARG_STR, 0, "sign: secret key"},
+    [MO_OUT] = {"out", NULL, "SIGFILE", WS_ARG_STR, 0,
+                "sign: write the signature here"},
+    [MO_SIG] = {"sig", NULL, "SIGFILE", WS_ARG_STR, 0, "verify: signature"},
+    [MO_PUB] = {"pub", NULL, "HEX|FILE", WS_ARG_STR, 0, "verify: public key"},
+};
+
+static const ws_args_spec_t k_mspec = {
+    .prog = "p2pctl manifest",
+    .synopsis = "create|check|digest|keygen|sign|verify ARGS [options]",
+    .about = usage_text,
+    .args = k_mopts,
+    .nargs = MO_LAST,
+    .footer = NULL,
+};
+
+/* argv[0] is "manifest", argv[1] the manifest command. 0, WS_ARGS_HELP or
+ * WS_EUSAGE (printed). */
 static int parse_args(int argc, char **argv, margs_t *a) {
-  static const struct {
-    const char *name;
-    size_t off;
-  } opts[] = {
-      {"--chunk-size", offsetof(margs_t, chunk_size)},
-      {"--model", offsetof(margs_t, model)},
-      {"--version", offsetof(margs_t, version)},
-      {"--created-at", offsetof(margs_t, created_at)},
-      {"--threads", offsetof(margs_t, threads)},
-      {"--dir", offsetof(margs_t, dir)},
-      {"--key", offsetof(margs_t, key)},
-      {"--out", offsetof(margs_t, out)},
-      {"--sig", offsetof(margs_t, sig)},
-      {"--pub", offsetof(margs_t, pub)},
-  };
-  for (int i = 2; i < argc; i++) {
-    const char *arg = argv[i], *val = NULL;
-    size_t k, nlen;
-    if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "-") == 0) {
-      if (a->npos == 2)
-        return -1;
-      a->pos[a->npos++] = arg;
-      continue;
-    }
-    for (k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
-      nlen = strlen(opts[k].name);
-      if (strncmp(arg, opts[k].name, nlen) == 0 &&
-          (arg[nlen] == '\0' || arg[nlen] == '='))
-        break;
-    }
-    if (k == sizeof(opts) / sizeof(opts[0]))
-      return -1;
-    if (arg[nlen] == '=')
-      val = arg + nlen + 1;
-    else if (i + 1 < argc)
-      val = argv[++i];
-    else
-      return -1;
-    *(const char **)((char *)a + opts[k].off) = val;
-  }
+  const char *v[MO_LAST] = {0};
+  size_t npos = 0;
+  int rc = ws_args_parse(&k_mspec, argc - 1, argv + 1, v, a->pos, 2, &npos);
+  if (rc == WS_ARGS_VERSION)
+    rc = WS_ARGS_HELP; /* "--version" without a value: the usage */
+  if (rc != 0)
+    return rc;
+  a->npos = (int)npos;
+  a->chunk_size = v[MO_CHUNK];
+  a->model = v[MO_MODEL];
+  a->version = v[MO_VERSION];
+  a->created_at = v[MO_CREATED];
+  a->threads = v[MO_THREADS];
+  a->dir = v[MO_DIR];
+  a->key = v[MO_KEY];
+  a->out = v[MO_OUT];
+  a->sig = v[MO_SIG];
+  a->pub = v[MO_PUB];
   return 0;
 }
 
@@ -219,10 +242,10 @@ static int cmd_create(const margs_t *a) {
 
   if (a->npos != 1 || parse_threads(a, &o.nthreads) != 0)
     return usage("create: expected DIR");
-  if (a->chunk_size != NULL &&
-      (parse_uint(a->chunk_size, UINT32_MAX, &cs) != 0 ||
-       !ws_manifest_chunk_size_ok(cs)))
-    return usage("--chunk-size: a power of two in 1M..64M");
+  if (a->chunk_size != NULL && (ws_parse_size(a->chunk_size, &cs) != 0 ||
+                                !ws_manifest_chunk_size_ok(cs)))
+    return usage("--chunk-size: a power of two in 1Mi..64Mi, e.g. 4Mi or "
+                 "4194304");
   o.chunk_size = (uint32_t)cs;
   o.model = a->model;
   o.version = a->version;
@@ -429,12 +452,14 @@ int ctl_manifest_main(int argc, char **argv) {
 
   if (argc < 2)
     return usage(NULL);
-  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-    fputs(usage_text, stdout);
+  int rc = parse_args(argc, argv, &a);
+  if (rc == WS_ARGS_HELP || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "--help") == 0) {
+    ws_args_usage(&k_mspec, stdout);
     return CTL_EXIT_OK;
   }
-  if (parse_args(argc, argv, &a) != 0)
-    return usage("bad arguments");
+  if (rc != 0)
+    return CTL_EXIT_USAGE;
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
     if (strcmp(argv[1], cmds[i].name) == 0)
       return cmds[i].run(&a);

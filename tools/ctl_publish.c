@@ -18,6 +18,7 @@
 #include "manifest.h"
 #include "s3.h"
 #include "sig.h"
+#include "ws_args.h"
 #include "ws_err.h"
 
 #include <errno.h>
@@ -31,24 +32,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int usage(void) {
-  fputs("usage: p2pctl publish DIR s3://BUCKET/PREFIX/MODEL/ [--json] "
-        "[--sign-key FILE] [--chunk-size BYTES] [--model NAME] "
-        "[--version V] [--concurrency N] [--threads N]\n",
-        stderr);
-  return CTL_EXIT_USAGE;
-}
-
-static int parse_u64(const char *s, uint64_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-')
-    return -1;
-  *out = v;
-  return 0;
-}
 
 static void json_str(FILE *o, const char *s) {
   fputc('"', o);
@@ -70,45 +53,91 @@ typedef struct {
   int json;
 } pub_args_t;
 
-static int args_parse(int argc, char **argv, pub_args_t *a) {
+enum {
+  PO_JSON,
+  PO_SIGN_KEY,
+  PO_MODEL,
+  PO_VERSION,
+  PO_CHUNK,
+  PO_CONC,
+  PO_THREADS,
+  PO_LAST
+};
+
+static const ws_arg_t k_pub_opts[PO_LAST] = {
+    [PO_JSON] = {"json", NULL, NULL, WS_ARG_BOOL, 0,
+                 "print the result as JSON"},
+    [PO_SIGN_KEY] = {"sign-key", NULL, "FILE", WS_ARG_STR, 0,
+                     "sign the manifest (manifest.json.sig)"},
+    [PO_MODEL] = {"model", NULL, "NAME", WS_ARG_STR, 0,
+                  "model name in the manifest"},
+    [PO_VERSION] = {"version", NULL, "V", WS_ARG_STR, 0,
+                    "model version in the manifest"},
+    [PO_CHUNK] = {"chunk-size", NULL, "SIZE", WS_ARG_SIZE, 0,
+                  "chunk size, a power of two in 1Mi..64Mi"},
+    [PO_CONC] = {"concurrency", NULL, "N", WS_ARG_UINT, 0,
+                 "parallel uploads, 1..256"},
+    [PO_THREADS] = {"threads", NULL, "N", WS_ARG_UINT, 0,
+                    "hashing threads, 0..64 (0 = one per CPU)"},
+};
+
+static const ws_args_spec_t k_pub_spec = {
+    .prog = "p2pctl publish",
+    .synopsis = "DIR s3://BUCKET/PREFIX/MODEL/ [options]",
+    .about = "Builds the manifest of DIR and uploads the release under "
+             "s3://BUCKET/PREFIX/MODEL/sha256-<digest>/, manifest last. "
+             "S3 settings come from the AWS environment and config files.",
+    .args = k_pub_opts,
+    .nargs = PO_LAST,
+    .footer = NULL,
+};
+
+/* 0, or -1 with *ex the exit code (0 after --help). */
+static int args_parse(int argc, char **argv, pub_args_t *a, int *ex) {
+  const char *v[PO_LAST] = {0};
+  const char *pos[2];
+  size_t npos = 0;
   memset(a, 0, sizeof(*a));
   a->concurrency = PUB_CONCURRENCY;
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(s, "--json") == 0) {
-      a->json = 1;
-    } else if (strcmp(s, "--sign-key") == 0 && v) {
-      a->sign_key = v, i++;
-    } else if (strcmp(s, "--model") == 0 && v) {
-      a->model = v, i++;
-    } else if (strcmp(s, "--version") == 0 && v) {
-      a->version = v, i++;
-    } else if (strcmp(s, "--chunk-size") == 0 && v) {
-      if (parse_u64(v, &a->chunk_size) ||
-          !ws_manifest_chunk_size_ok(a->chunk_size))
-        return -1;
-      i++;
-    } else if (strcmp(s, "--concurrency") == 0 && v) {
-      if (parse_u64(v, &a->concurrency) || !a->concurrency ||
-          a->concurrency > 256)
-        return -1;
-      i++;
-    } else if (strcmp(s, "--threads") == 0 && v) {
-      if (parse_u64(v, &a->threads) || a->threads > 64)
-        return -1;
-      i++;
-    } else if (s[0] == '-' && s[1]) {
-      return -1;
-    } else if (!a->dir) {
-      a->dir = s;
-    } else if (!a->uri) {
-      a->uri = s;
-    } else {
-      return -1;
-    }
+  int rc = ws_args_parse(&k_pub_spec, argc, argv, v, pos, 2, &npos);
+  *ex = CTL_EXIT_OK;
+  if (rc == WS_ARGS_HELP || rc == WS_ARGS_VERSION) {
+    ws_args_usage(&k_pub_spec, stdout);
+    return -1;
   }
-  return a->dir && a->uri ? 0 : -1;
+  *ex = CTL_EXIT_USAGE;
+  if (rc != 0 || ws_args_check(&k_pub_spec, v) != 0)
+    return -1;
+  if (npos != 2) {
+    fprintf(stderr, "usage: p2pctl publish %s (see p2pctl publish --help)\n",
+            k_pub_spec.synopsis);
+    return -1;
+  }
+  a->dir = pos[0];
+  a->uri = pos[1];
+  a->json = ws_parse_bool(v[PO_JSON]) == 1;
+  a->sign_key = v[PO_SIGN_KEY];
+  a->model = v[PO_MODEL];
+  a->version = v[PO_VERSION];
+  if (v[PO_CHUNK] != NULL && (ws_parse_size(v[PO_CHUNK], &a->chunk_size) != 0 ||
+                              !ws_manifest_chunk_size_ok(a->chunk_size))) {
+    fprintf(stderr,
+            "p2pctl publish: --chunk-size '%s': want a power of two "
+            "in 1Mi..64Mi, e.g. 4Mi or 4194304\n",
+            v[PO_CHUNK]);
+    return -1;
+  }
+  if (v[PO_CONC] != NULL &&
+      ws_parse_uint(v[PO_CONC], 1, 256, &a->concurrency) != 0) {
+    fprintf(stderr, "p2pctl publish: --concurrency: want 1..256\n");
+    return -1;
+  }
+  if (v[PO_THREADS] != NULL &&
+      ws_parse_uint(v[PO_THREADS], 0, 64, &a->threads) != 0) {
+    fprintf(stderr, "p2pctl publish: --threads: want 0..64\n");
+    return -1;
+  }
+  return 0;
 }
 
 static char *str_cat3(const char *a, const char *b, const char *c) {
@@ -258,8 +287,9 @@ static void print_result(const pub_t *p, const pub_args_t *a,
 
 int ctl_publish_main(int argc, char **argv) {
   pub_args_t a;
-  if (args_parse(argc, argv, &a) != 0)
-    return usage();
+  int ex;
+  if (args_parse(argc, argv, &a, &ex) != 0)
+    return ex;
   ws_s3_uri_t u = {0};
   if (ws_s3_uri_parse(a.uri, &u) != 0) {
     fprintf(stderr, "p2pctl publish: not an s3://BUCKET/PREFIX/ URI: %s\n",

@@ -1,9 +1,16 @@
-/* p2pctl.c - command-line entry: dispatches to the ctl_*.c subcommands. */
+/* p2pctl.c - command-line entry: global options (common/ws_args.h), then
+ * dispatch to the ctl_*.c subcommands. `p2pctl --help`, `p2pctl help
+ * [COMMAND]`, `p2pctl --version` and `p2pctl version` are answered here on
+ * stdout with exit 0; every subcommand answers its own --help.
+ * Main thread only.
+ */
 #include "ctl.h"
 #include "ctl_http.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "ws_args.h"
 
 typedef struct {
   const char *name;
@@ -11,14 +18,16 @@ typedef struct {
   const char *help;
 } ctl_cmd_t;
 
+static int ctl_version_main(int argc, char **argv);
+static int ctl_help_main(int argc, char **argv);
+
 static const ctl_cmd_t commands[] = {
     {"manifest", ctl_manifest_main,
-     "create DIR | check FILE [--dir DIR] | digest FILE"},
-    {"publish", ctl_publish_main,
-     "DIR s3://BUCKET/PREFIX/MODEL/ [--json] [--sign-key FILE]"},
+     "create DIR | check FILE | digest FILE | keygen | sign | verify"},
+    {"publish", ctl_publish_main, "DIR s3://BUCKET/PREFIX/MODEL/ [options]"},
     {"prefetch", ctl_prefetch_main,
-     "URI|DIGEST [--digest D] [--wait] [--timeout S] [--json]"},
-    {"wait", ctl_wait_main, "DIGEST [--timeout S] [--json] (0 = ready)"},
+     "URI|DIGEST [--digest D] [--wait] [--timeout T] [--retry-for T]"},
+    {"wait", ctl_wait_main, "DIGEST [--timeout T] [--retry-for T] (0 = ready)"},
     {"status", ctl_status_main, "[DIGEST] [--json]"},
     {"ls", ctl_ls_main, "[--json]"},
     {"pin", ctl_pin_main, "DIGEST"},
@@ -26,40 +35,101 @@ static const ctl_cmd_t commands[] = {
     {"evict", ctl_evict_main, "DIGEST"},
     {"verify", ctl_verify_main, "DIGEST [--json] (re-hash cached files)"},
     {"seed", ctl_seed_main, "DIGEST | DIR --manifest FILE|URI [--json]"},
+    {"node-zone", ctl_node_zone_main, "--out FILE [--node NAME] (k8s init)"},
+    {"version", ctl_version_main, "print the version"},
+    {"help", ctl_help_main, "[COMMAND] show help"},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const ws_arg_t k_global[] = {
+    {"api", "P2P_API", "SOCKET", WS_ARG_STR, 0,
+     "p2pd's API socket (default " CTL_HTTP_DEFAULT_SOCKET ")"},
+};
+
+static const ws_args_spec_t k_spec = {
+    .prog = "p2pctl",
+    .synopsis = "[--api SOCKET] COMMAND [ARGS]",
+    .about = "weightswarm command-line tool: publish releases to S3 and "
+             "drive the local p2pd.",
+    .args = k_global,
+    .nargs = 1,
+    .footer = "exit codes: 0 ok, 1 failed, 2 usage, 3 p2pd unreachable, 4 not "
+              "found, 5 timed out, 6 S3 failed\n"
+              "`p2pctl COMMAND --help` shows a command's options.",
 };
 
 static void usage(FILE *out) {
-  fputs("usage: p2pctl [--api SOCKET] COMMAND [ARGS]\n\ncommands:\n", out);
-  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+  ws_args_usage(&k_spec, out);
+  fputs("\ncommands:\n", out);
+  for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
 
-int main(int argc, char **argv) {
-  /* Global options before the command: --api SOCKET or --api=SOCKET. */
-  while (argc >= 2 && strncmp(argv[1], "--api", 5) == 0 &&
-         (argv[1][5] == '\0' || argv[1][5] == '=')) {
-    int used = argv[1][5] == '=' ? 1 : 2;
-    ctl_api_socket = used == 1 ? argv[1] + 6 : argv[2];
-    if (used == 2 && argc < 3) {
-      fputs("p2pctl: --api needs a SOCKET path\n", stderr);
-      return CTL_EXIT_USAGE;
-    }
-    argc -= used;
-    argv += used;
+static const ctl_cmd_t *ctl_find(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++) {
+    if (strcmp(name, commands[i].name) == 0)
+      return &commands[i];
   }
-  if (argc < 2) {
-    usage(stderr);
+  return NULL;
+}
+
+static int ctl_version_main(int argc, char **argv) {
+  (void)argv;
+  if (argc > 1 &&
+      (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    puts("usage: p2pctl version\n\nPrints the version and exits.");
+    return CTL_EXIT_OK;
+  }
+  ws_args_print_version("p2pctl");
+  return CTL_EXIT_OK;
+}
+
+static int ctl_help_main(int argc, char **argv) {
+  const ctl_cmd_t *c = argc > 1 ? ctl_find(argv[1]) : NULL;
+  if (c != NULL && c->main != ctl_help_main) {
+    char help[] = "--help";
+    char *av[] = {argv[1], help, NULL};
+    return c->main(2, av);
+  }
+  if (argc > 1 && c == NULL && argv[1][0] != '-') {
+    fprintf(stderr, "p2pctl: unknown command '%s' (see p2pctl --help)\n",
+            argv[1]);
     return CTL_EXIT_USAGE;
   }
-  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+  usage(stdout);
+  return CTL_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  /* The global options end at the first word that is not one. */
+  int cmd = 1;
+  while (cmd < argc && argv[cmd][0] == '-')
+    cmd += strcmp(argv[cmd], "--api") == 0 ? 2 : 1;
+  if (cmd > argc)
+    cmd = argc; /* "--api" without a value: ws_args_parse says so */
+  const char *v[1] = {0};
+  size_t npos = 0;
+  int rc = ws_args_parse(&k_spec, cmd, argv, v, NULL, 0, &npos);
+  if (rc == WS_ARGS_HELP) {
     usage(stdout);
     return CTL_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-    if (strcmp(argv[1], commands[i].name) == 0)
-      return commands[i].main(argc - 1, argv + 1);
+  if (rc == WS_ARGS_VERSION) {
+    ws_args_print_version("p2pctl");
+    return CTL_EXIT_OK;
   }
-  fprintf(stderr, "p2pctl: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return CTL_EXIT_USAGE;
+  if (rc != 0)
+    return CTL_EXIT_USAGE;
+  ctl_api_socket = v[0];
+  if (cmd >= argc) {
+    usage(stderr);
+    return CTL_EXIT_USAGE;
+  }
+  const ctl_cmd_t *c = ctl_find(argv[cmd]);
+  if (c == NULL) {
+    fprintf(stderr, "p2pctl: unknown command '%s' (see p2pctl --help)\n",
+            argv[cmd]);
+    return CTL_EXIT_USAGE;
+  }
+  return c->main(argc - cmd, argv + cmd);
 }

@@ -3,13 +3,13 @@
  *
  *   p2p-tracker --listen HOST:PORT --http HOST:PORT [--cluster-key FILE]
  *               [--state FILE] [--log-level error|warn|info|debug]
+ *               [--origin-inflight N] [--metrics HOST:PORT]
  *
- * Env fallbacks: P2P_TRACKER_LISTEN, P2P_TRACKER_HTTP, P2P_CLUSTER_KEY_FILE,
- * P2P_TRACKER_STATE, P2P_LOG_LEVEL. SIGTERM/SIGINT: GOODBYE to every peer,
- * close listeners, flush the state file, exit 0 once the loop is empty.
- * Exit codes: 0 clean, 1 runtime error, 2 usage.
+ * Options are the k_opts table (common/ws_args.h), each with its env
+ * fallback (P2P_TRACKER_*, P2P_CLUSTER_KEY_FILE, P2P_LOG_LEVEL).
+ * SIGTERM/SIGINT: GOODBYE to every peer, close listeners, flush the state file,
+ * exit 0 once the loop is empty. Exit codes: 0 clean, 1 runtime error, 2 usage.
  */
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,9 +19,12 @@
 #include <uv.h>
 
 #include "trk_http.h"
+#include "trk_metrics.h"
+#include "trk_notify.h"
 #include "trk_server.h"
 #include "trk_state.h"
 #include "trk_tracker.h"
+#include "ws_args.h"
 #include "ws_log.h"
 
 #define KEY_FILE_MAX 4096
@@ -33,6 +36,10 @@ typedef struct {
   const char *state_file;
   const char *log_level;
   const char *origin_inflight;
+  ws_log_level_t level; /* parsed log_level */
+  uint32_t origin_n;    /* parsed origin_inflight */
+  const char *metrics;  /* --metrics HOST:PORT: read-only /metrics, /healthz,
+                          /readyz on TCP; NULL = off */
 } opts_t;
 
 typedef struct {
@@ -40,74 +47,99 @@ typedef struct {
   trk_tracker_t *t;
   trk_server_t *srv;
   trk_http_t *http;
+  trk_metrics_http_t *metrics; /* --metrics listener, NULL when off */
   trk_state_t *state;
   uv_signal_t sigterm;
   uv_signal_t sigint;
   bool stopping;
 } app_t;
 
-static void usage(FILE *to) {
-  fputs("usage: p2p-tracker --listen HOST:PORT --http HOST:PORT\n"
-        "                   [--cluster-key FILE] [--state FILE]\n"
-        "                   [--origin-inflight N]\n"
-        "                   [--log-level error|warn|info|debug]\n",
-        to);
-}
+enum {
+  OPT_LISTEN,
+  OPT_HTTP,
+  OPT_CLUSTER_KEY,
+  OPT_STATE,
+  OPT_LOG_LEVEL,
+  OPT_ORIGIN_INFLIGHT,
+  OPT_METRICS,
+  OPT_LAST
+};
 
-static const char *env_or(const char *v, const char *env) {
-  return v != NULL ? v : getenv(env);
-}
+static const ws_arg_t k_opts[OPT_LAST] = {
+    [OPT_LISTEN] = {"listen", "P2P_TRACKER_LISTEN", "HOST:PORT", WS_ARG_STR, 0,
+                    "peer protocol listener (required)"},
+    [OPT_HTTP] = {"http", "P2P_TRACKER_HTTP", "HOST:PORT", WS_ARG_STR, 0,
+                  "dashboard, JSON API and /metrics (required)"},
+    [OPT_CLUSTER_KEY] = {"cluster-key", "P2P_CLUSTER_KEY_FILE", "FILE",
+                         WS_ARG_STR, 0, "file with the 64-hex cluster key"},
+    [OPT_STATE] = {"state", "P2P_TRACKER_STATE", "FILE", WS_ARG_STR, 0,
+                   "keeps the wanted releases across restarts"},
+    [OPT_LOG_LEVEL] = {"log-level", "P2P_LOG_LEVEL", "LEVEL", WS_ARG_STR, 0,
+                       "error|warn|info|debug (default info)"},
+    [OPT_ORIGIN_INFLIGHT] = {"origin-inflight", "P2P_TRACKER_ORIGIN_INFLIGHT",
+                             "N", WS_ARG_UINT, 0,
+                             "S3 fetches per release the leases aim for"},
+    [OPT_METRICS] = {"metrics", "P2P_TRACKER_METRICS", "HOST:PORT", WS_ARG_STR,
+                     0, "read-only /metrics, /healthz, /readyz on TCP"},
+};
 
-static int parse_opts(int argc, char **argv, opts_t *o) {
-  static const struct option longs[] = {
-      {"listen", required_argument, NULL, 'l'},
-      {"http", required_argument, NULL, 'H'},
-      {"cluster-key", required_argument, NULL, 'k'},
-      {"state", required_argument, NULL, 's'},
-      {"log-level", required_argument, NULL, 'v'},
-      {"origin-inflight", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  int ch;
+static const ws_args_spec_t k_spec = {
+    .prog = "p2p-tracker",
+    .synopsis = "--listen HOST:PORT --http HOST:PORT [options]",
+    .about = "weightswarm tracker: introduces peers to each other and hands "
+             "out S3 leases so each chunk leaves S3 about once.",
+    .args = k_opts,
+    .nargs = OPT_LAST,
+    .footer = "precedence: option > environment > default",
+};
+
+/* 0, or the exit code (0 after --help/--version, 2 on a usage error). */
+static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
+  const char *v[OPT_LAST] = {0};
+  size_t npos = 0;
   memset(o, 0, sizeof(*o));
-  while ((ch = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-    switch (ch) {
-    case 'l':
-      o->listen = optarg;
-      break;
-    case 'H':
-      o->http = optarg;
-      break;
-    case 'k':
-      o->key_file = optarg;
-      break;
-    case 's':
-      o->state_file = optarg;
-      break;
-    case 'v':
-      o->log_level = optarg;
-      break;
-    case 'o':
-      o->origin_inflight = optarg;
-      break;
-    case 'h':
-      usage(stdout);
-      exit(0);
-    default:
-      return WS_EUSAGE;
-    }
+  int rc = ws_args_parse(&k_spec, argc, argv, v, NULL, 0, &npos);
+  if (rc == WS_ARGS_HELP || rc == WS_ARGS_VERSION) {
+    if (rc == WS_ARGS_HELP)
+      ws_args_usage(&k_spec, stdout);
+    else
+      ws_args_print_version("p2p-tracker");
+    *exit_code = 0;
+    return 1;
   }
-  if (optind != argc)
-    return WS_EUSAGE;
-  o->listen = env_or(o->listen, "P2P_TRACKER_LISTEN");
-  o->http = env_or(o->http, "P2P_TRACKER_HTTP");
-  o->key_file = env_or(o->key_file, "P2P_CLUSTER_KEY_FILE");
-  o->state_file = env_or(o->state_file, "P2P_TRACKER_STATE");
-  o->log_level = env_or(o->log_level, "P2P_LOG_LEVEL");
-  o->origin_inflight =
-      env_or(o->origin_inflight, "P2P_TRACKER_ORIGIN_INFLIGHT");
-  if (o->listen == NULL || o->http == NULL)
-    return WS_EUSAGE;
+  *exit_code = 2;
+  if (rc != 0)
+    return 1;
+  ws_args_env(&k_spec, v);
+  if (ws_args_check(&k_spec, v) != 0)
+    return 1;
+  if (v[OPT_LISTEN] == NULL || v[OPT_HTTP] == NULL) {
+    fprintf(stderr, "p2p-tracker: --listen and --http are required "
+                    "(see p2p-tracker --help)\n");
+    return 1;
+  }
+  o->listen = v[OPT_LISTEN];
+  o->http = v[OPT_HTTP];
+  o->key_file = v[OPT_CLUSTER_KEY];
+  o->state_file = v[OPT_STATE];
+  o->log_level = v[OPT_LOG_LEVEL];
+  o->origin_inflight = v[OPT_ORIGIN_INFLIGHT];
+  o->metrics = v[OPT_METRICS];
+  if (o->log_level != NULL && ws_log_parse_level(o->log_level, &o->level)) {
+    fprintf(stderr,
+            "p2p-tracker: --log-level '%s': want "
+            "error|warn|info|debug\n",
+            o->log_level);
+    return 1;
+  }
+  uint64_t n = 0;
+  if (o->origin_inflight != NULL &&
+      ws_parse_uint(o->origin_inflight, 1, TRK_ORIGIN_INFLIGHT_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --origin-inflight '%s': want 1..%u\n",
+            o->origin_inflight, (unsigned)TRK_ORIGIN_INFLIGHT_MAX);
+    return 1;
+  }
+  o->origin_n = (uint32_t)n;
   return 0;
 }
 
@@ -143,6 +175,11 @@ static void on_http_closed(void *arg) {
   a->http = NULL;
 }
 
+static void on_metrics_closed(void *arg) {
+  app_t *a = arg;
+  a->metrics = NULL;
+}
+
 static void on_server_closed(trk_server_t *srv, void *arg) {
   app_t *a = arg;
   (void)srv;
@@ -158,10 +195,13 @@ static void stop(app_t *a) {
   if (a->stopping)
     return;
   a->stopping = true;
+  trk_notify("STOPPING=1"); /* systemd Type=notify */
   uv_close((uv_handle_t *)&a->sigterm, NULL);
   uv_close((uv_handle_t *)&a->sigint, NULL);
   if (a->http != NULL)
     trk_http_close(a->http, on_http_closed, a);
+  if (a->metrics != NULL)
+    trk_metrics_http_close(a->metrics, on_metrics_closed, a);
   if (a->srv != NULL)
     trk_server_close(a->srv, on_server_closed, a);
   if (a->state != NULL)
@@ -180,6 +220,21 @@ static void on_wanted(void *arg) {
     trk_server_push_wanted(a->srv);
   if (a->state != NULL)
     trk_state_save(a->state);
+}
+
+/* The read-only --metrics listener, last: once it answers, the others do. */
+static int start_metrics(app_t *a, const opts_t *o) {
+  int port = 0;
+  if (o->metrics == NULL)
+    return 0;
+  int rc = trk_metrics_http_new(a->loop, a->t, a->srv, o->metrics, &port,
+                                &a->metrics);
+  if (rc < 0)
+    WS_LOGE("--metrics %s: %s", o->metrics, ws_strerror(rc));
+  else
+    WS_LOGI("metrics on %s (port %d): /metrics /healthz /readyz", o->metrics,
+            port);
+  return rc;
 }
 
 static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
@@ -209,6 +264,8 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
     if (a->state == NULL)
       return -ENOMEM;
   }
+  if ((rc = start_metrics(a, o)) < 0)
+    return rc;
   if ((rc = uv_signal_start(&a->sigterm, on_signal, SIGTERM)) < 0 ||
       (rc = uv_signal_start(&a->sigint, on_signal, SIGINT)) < 0)
     return rc;
@@ -219,21 +276,13 @@ int main(int argc, char **argv) {
   opts_t o;
   app_t a;
   uint8_t key[32] = {0};
-  ws_log_level_t lvl;
   int rc;
   memset(&a, 0, sizeof(a));
   ws_log_set_prog("p2p-tracker");
-  if (parse_opts(argc, argv, &o) < 0) {
-    usage(stderr);
-    return 2;
-  }
-  if (o.log_level != NULL) {
-    if (ws_log_parse_level(o.log_level, &lvl) < 0) {
-      usage(stderr);
-      return 2;
-    }
-    ws_log_set_level(lvl);
-  }
+  if (parse_opts(argc, argv, &o, &rc) != 0)
+    return rc;
+  if (o.log_level != NULL)
+    ws_log_set_level(o.level); /* checked by parse_opts */
   if (o.key_file != NULL) {
     if (key_load(o.key_file, key) < 0) {
       WS_LOGE("--cluster-key %s: expected 64 hex characters", o.key_file);
@@ -251,18 +300,8 @@ int main(int argc, char **argv) {
     WS_LOGE("out of memory");
     return 1;
   }
-  if (o.origin_inflight != NULL) {
-    char *end = NULL;
-    unsigned long n = strtoul(o.origin_inflight, &end, 10);
-    if (end == o.origin_inflight || *end != '\0' || n < 1 ||
-        n > TRK_ORIGIN_INFLIGHT_MAX) {
-      WS_LOGE("--origin-inflight %s: want 1..%u", o.origin_inflight,
-              (unsigned)TRK_ORIGIN_INFLIGHT_MAX);
-      trk_tracker_free(a.t);
-      return 2;
-    }
-    trk_tracker_set_origin_inflight(a.t, (uint32_t)n);
-  }
+  if (o.origin_inflight != NULL) /* checked by parse_opts */
+    trk_tracker_set_origin_inflight(a.t, o.origin_n);
   if (o.state_file != NULL) {
     uint32_t n = 0;
     rc = trk_state_load(o.state_file, trk_tracker_wanted(a.t), uv_now(a.loop),
@@ -287,6 +326,9 @@ int main(int argc, char **argv) {
   if (rc < 0) {
     WS_LOGE("start: %s", ws_strerror(rc));
     stop(&a); /* closes whatever was opened; the loop then drains */
+  } else {
+    /* Both listeners accept: tell systemd (Type=notify). */
+    trk_notify("READY=1\nSTATUS=listening");
   }
   uv_run(a.loop, UV_RUN_DEFAULT);
   trk_tracker_free(a.t);

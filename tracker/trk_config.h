@@ -83,8 +83,22 @@
 #define TRK_CONN_FRAMES_PER_S 2000u         /* then reading pauses a second */
 #define TRK_NODE_NAME "p2p-tracker"         /* our HELLO node id */
 
+/* --- dashboard statistics (trk_stats.c; docs/tracker.md "Dashboard") -- */
+#define TRK_STATS_SAMPLES 600u    /* history ring per release: one per tick */
+#define TRK_STATS_STUCK_MS 30000u /* downloader without a new chunk: stuck */
+#define TRK_STATS_RATE_SAMPLES 5u /* samples a node's current rate spans */
+#define TRK_STATS_GONE_MAX 32u    /* departed members remembered per release */
+#define TRK_STATS_CHART_NODES 16u /* per-node series in one swarm document */
+#define TRK_STATS_ERR_MAX 256u    /* last error text, without NUL */
+
 /* --- HTTP API (trk_http.c) --------------------------------------------- */
 #define TRK_HTTP_BODY_MAX (16u << 10) /* POST body bytes */
 #define TRK_HTTP_MAX_CONNS 64u
+
+/* --- --metrics listener (trk_metrics.c) -------------------------------- */
+#define TRK_METRICS_MAX_CONNS 16u
+#define TRK_METRICS_BODY_MAX 1024u /* no route reads a body */
+#define TRK_METRICS_SWARMS_MAX 32u /* swarms with labels of their own */
+#define TRK_METRICS_LABEL_MAX 64u  /* bytes of a model label value */
 
 #endif

@@ -15,10 +15,9 @@
 
 #include "trk_dashboard.h"
 #include "trk_json.h"
+#include "trk_metrics.h"
 #include "ws_httpd.h"
 #include "ws_log.h"
-
-#define PROM_CTYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct trk_http_s {
   uv_loop_t *loop;
@@ -45,72 +44,39 @@ static void h_dashboard(ws_httpd_req_t *req, void *arg) {
                  trk_dashboard_html_len);
 }
 
+/* The vendored chart library; immutable for one build, so cacheable. */
+static void h_vendor(ws_httpd_req_t *req, void *arg) {
+  (void)arg;
+  const char *path = ws_httpd_req_path_rest(req);
+  const char *body, *ctype;
+  size_t len;
+  if (strcmp(path, "uPlot.iife.min.js") == 0) {
+    body = trk_uplot_js;
+    len = trk_uplot_js_len;
+    ctype = "text/javascript; charset=utf-8";
+  } else if (strcmp(path, "uPlot.min.css") == 0) {
+    body = trk_uplot_css;
+    len = trk_uplot_css_len;
+    ctype = "text/css; charset=utf-8";
+  } else {
+    ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "no such file");
+    return;
+  }
+  if (ws_httpd_req_add_header(req, "Cache-Control", "max-age=3600") < 0) {
+    ws_httpd_reply_error(req, 500, WS_ELIMIT, NULL);
+    return;
+  }
+  ws_httpd_reply(req, 200, ctype, body, len);
+}
+
 static void h_healthz(ws_httpd_req_t *req, void *arg) {
   (void)arg;
   ws_httpd_reply(req, 200, "text/plain; charset=utf-8", "ok\n", 3);
 }
 
-/* Appends the listener's own counters to the tracker's metrics text. */
-static int server_metrics(const trk_server_t *srv, char **text, size_t *len) {
-  trk_server_stats_t st;
-  char extra[1536];
-  trk_server_stats(srv, &st);
-  int n = snprintf(
-      extra, sizeof(extra),
-      "# HELP p2p_tracker_conns Open peer connections.\n"
-      "# TYPE p2p_tracker_conns gauge\np2p_tracker_conns %u\n"
-      "# HELP p2p_tracker_conns_handshaking Connections not yet "
-      "authenticated.\n"
-      "# TYPE p2p_tracker_conns_handshaking gauge\n"
-      "p2p_tracker_conns_handshaking %u\n"
-      "# HELP p2p_tracker_conns_accepted_total Connections accepted.\n"
-      "# TYPE p2p_tracker_conns_accepted_total counter\n"
-      "p2p_tracker_conns_accepted_total %llu\n"
-      "# HELP p2p_tracker_conns_rejected_total Connections refused at a cap.\n"
-      "# TYPE p2p_tracker_conns_rejected_total counter\n"
-      "p2p_tracker_conns_rejected_total %llu\n"
-      "# HELP p2p_tracker_auth_failures_total Failed handshakes or MACs.\n"
-      "# TYPE p2p_tracker_auth_failures_total counter\n"
-      "p2p_tracker_auth_failures_total %llu\n"
-      "# HELP p2p_tracker_protocol_errors_total Connections closed for "
-      "protocol errors.\n"
-      "# TYPE p2p_tracker_protocol_errors_total counter\n"
-      "p2p_tracker_protocol_errors_total %llu\n"
-      "# HELP p2p_tracker_frames_in_total Frames received.\n"
-      "# TYPE p2p_tracker_frames_in_total counter\n"
-      "p2p_tracker_frames_in_total %llu\n"
-      "# HELP p2p_tracker_frames_out_total Frames sent.\n"
-      "# TYPE p2p_tracker_frames_out_total counter\n"
-      "p2p_tracker_frames_out_total %llu\n",
-      st.conns, st.preauth, (unsigned long long)st.accepted,
-      (unsigned long long)st.rejected, (unsigned long long)st.auth_failed,
-      (unsigned long long)st.protocol_errors, (unsigned long long)st.frames_in,
-      (unsigned long long)st.frames_out);
-  if (n < 0 || (size_t)n >= sizeof(extra))
-    return WS_ELIMIT;
-  char *grown = realloc(*text, *len + (size_t)n + 1u);
-  if (grown == NULL)
-    return -ENOMEM;
-  memcpy(grown + *len, extra, (size_t)n + 1u);
-  *text = grown;
-  *len += (size_t)n;
-  return 0;
-}
-
 static void h_metrics(ws_httpd_req_t *req, void *arg) {
   trk_http_t *h = arg;
-  char *text = NULL;
-  size_t len = 0;
-  int rc = trk_metrics_text(h->t, now_ms(h), &text, &len);
-  if (rc == 0 && h->srv != NULL)
-    rc = server_metrics(h->srv, &text, &len);
-  if (rc < 0) {
-    free(text);
-    ws_httpd_reply_error(req, 500, rc, NULL);
-    return;
-  }
-  ws_httpd_reply(req, 200, PROM_CTYPE, text, len);
-  free(text);
+  trk_metrics_reply(req, h->t, h->srv, now_ms(h));
 }
 
 static void reply_text_json(ws_httpd_req_t *req, int status, char *text) {
@@ -294,6 +260,7 @@ int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
     ws_httpd_handler_cb cb;
   } routes[] = {
       {"GET", "/", WS_HTTPD_MATCH_EXACT, h_dashboard},
+      {"GET", "/vendor/", WS_HTTPD_MATCH_PREFIX, h_vendor},
       {"GET", "/healthz", WS_HTTPD_MATCH_EXACT, h_healthz},
       {"GET", "/metrics", WS_HTTPD_MATCH_EXACT, h_metrics},
       {"GET", "/api/v1/swarms", WS_HTTPD_MATCH_EXACT, h_swarms},

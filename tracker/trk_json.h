@@ -1,10 +1,9 @@
 /* trk_json.h - read-only views of tracker state for HTTP: JSON documents
- * (cJSON) and Prometheus text exposition.
+ * (cJSON). The Prometheus text is trk_metrics.h.
  *
  * Every function returns a new malloc'd NUL-terminated buffer the caller
  * frees. Output size is bounded by the tracker's caps (swarms, members per
- * swarm, wanted entries); the text builder additionally refuses to grow
- * past TRK_TEXT_MAX_BYTES. Loop thread only (reads live state).
+ * swarm, wanted entries). Loop thread only (reads live state).
  */
 #ifndef TRK_JSON_H
 #define TRK_JSON_H
@@ -14,8 +13,6 @@
 
 #include "trk_tracker.h"
 
-#define TRK_TEXT_MAX_BYTES (8u << 20)
-
 /* GET /api/v1/swarms: tracker summary, every swarm's counters and
  * progress, the wanted set. Returns NULL on allocation failure. */
 char *trk_json_swarms(const trk_tracker_t *t, uint64_t now_ms);
@@ -23,9 +20,5 @@ char *trk_json_swarms(const trk_tracker_t *t, uint64_t now_ms);
  * written only on success. WS_ENOTFOUND, -ENOMEM. */
 int trk_json_swarm(const trk_tracker_t *t, const ws_hash_t *digest,
                    uint64_t now_ms, char **out) WS_MUST_USE;
-/* GET /metrics: Prometheus text format 0.0.4. *out and *len are written only on
- * success; -ENOMEM or WS_ELIMIT. */
-int trk_metrics_text(const trk_tracker_t *t, uint64_t now_ms, char **out,
-                     size_t *len) WS_MUST_USE;
 
 #endif

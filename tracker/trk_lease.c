@@ -185,6 +185,9 @@ uint32_t trk_lease_expire(trk_swarm_t *s, uint64_t now_ms) {
     uint32_t k = 0;
     while (k < m->nleases) {
       if (m->leases[k].expires_ms <= now_ms) {
+        trk_stats_error(m, now_ms,
+                        "S3 lease on chunk %u expired: no renew for %u s",
+                        m->leases[k].chunk, TRK_LEASE_TTL_MS / 1000u);
         /* The last slot moves into k: look at k again. */
         trk_lease_end_slot(s, m, k, TRK_LEASE_END_EXPIRED);
         n++;

@@ -138,6 +138,10 @@ static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
       a->want && ta.role == TRK_ROLE_LEECH ? TRK_LEASES_PER_PEER_MAX : 0;
   ta.max_peers = TRK_REPLY_PEERS_DEFAULT;
   ta.leave = a->event == WS_ANN_STOPPED;
+  ta.report.size_bytes = a->size_bytes;
+  ta.report.s3_bytes = a->s3_bytes;
+  ta.report.peer_bytes = a->peer_bytes;
+  ta.report.err = a->err;
   rc = trk_tracker_announce(srv->t, c->peer, &ta, now_ms(c), &r);
   if (rc < 0) {
     send_result(c, rc, "announce");

@@ -13,6 +13,7 @@
 #define TRK_SWARM_INT_H
 
 #include "trk_bits.h"
+#include "trk_stats.h"
 #include "trk_swarm.h"
 
 struct trk_member_s {
@@ -30,6 +31,7 @@ struct trk_member_s {
   uint32_t avoid_next;
   uint64_t joined_ms;
   uint64_t origin_chunks;
+  trk_mstats_t st; /* the dashboard's numbers (trk_stats.c) */
   uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */
 };
 
@@ -63,6 +65,7 @@ struct trk_swarm_s {
   uint64_t n_released;
   uint64_t n_revoked;
   uint64_t n_refetch;
+  struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
 
 typedef enum {

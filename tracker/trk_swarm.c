@@ -45,6 +45,8 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
     trk_bits_set(s->need, i);
   s->need_count = total_chunks;
   s->created_ms = now_ms;
+  if (trk_stats_swarm_init(s) < 0)
+    goto fail;
   return s;
 
 fail:
@@ -58,6 +60,7 @@ void trk_swarm_free(trk_swarm_t *s) {
     return;
   while (s->nmembers > 0)
     trk_swarm_leave(s, s->members[s->nmembers - 1u]);
+  trk_stats_swarm_free(s);
   swarm_free_arrays(s);
   free(s);
 }
@@ -171,6 +174,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
   m->idx = s->nmembers;
   s->members[s->nmembers++] = m;
   member_account(s, m, 1);
+  trk_stats_member_join(s, m, now_ms);
   *out = m;
   return 0;
 
@@ -180,6 +184,7 @@ fail_member:
 }
 
 void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
+  trk_stats_member_leave(s, m);
   /* Leases first: with the chunk still unheld they return to need. */
   while (m->nleases > 0)
     trk_lease_end_slot(s, m, m->nleases - 1u, TRK_LEASE_END_RELEASED);

@@ -294,6 +294,16 @@ static int member_apply(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
   return 0;
 }
 
+/* The dashboard's side of an announce: report, progress, start time. */
+static void stats_announce(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
+                           const trk_announce_t *a, uint64_t now_ms) {
+  const trk_wanted_entry_t *e = trk_wanted_find(t->wanted, &a->digest);
+  if (e != NULL)
+    trk_stats_set_start(s, e->added_ms);
+  trk_stats_report(s, m, &a->report, now_ms);
+  trk_stats_touch(s, m, now_ms);
+}
+
 int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                          const trk_announce_t *a, uint64_t now_ms,
                          trk_reply_t *r) {
@@ -342,6 +352,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   rc = member_apply(t, s, m, a);
   if (rc < 0)
     goto fail;
+  stats_announce(t, s, m, a, now_ms);
   t->st.leases_expired += trk_lease_expire(s, now_ms);
   joining_prune(t, &a->digest, id, now_ms); /* joined: a downloader now */
   joining_update(t, s, now_ms);
@@ -388,6 +399,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
       return rc;
   }
   t->st.haves += n;
+  trk_stats_touch(s, m, now_ms);
   joining_update(t, s, now_ms);
   uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
@@ -422,8 +434,10 @@ int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
 
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < t->nswarms; i++)
+  for (uint32_t i = 0; i < t->nswarms; i++) {
     n += trk_lease_expire(t->swarms[i], now_ms);
+    trk_stats_sample(t->swarms[i], now_ms);
+  }
   t->st.leases_expired += n;
   return n;
 }

@@ -20,6 +20,7 @@
 #include "digest.h"
 #include "trk_config.h"
 #include "trk_peer.h"
+#include "trk_stats.h"
 #include "trk_swarm.h"
 #include "trk_wanted.h"
 #include "ws_err.h"
@@ -40,6 +41,7 @@ typedef struct {
   uint32_t want_leases;    /* origin fetches the peer runs at once; 0: none */
   uint32_t max_peers;      /* peers wanted in the reply; 0: none */
   int leave;               /* the peer stops sharing this release */
+  trk_report_t report;     /* optional progress report (dashboard) */
 } trk_announce_t;
 
 /* What the network layer sends back. Pointers borrow tracker state and

@@ -21,6 +21,7 @@
 #include "core/workq.h"
 #include "s3.h"
 #include "store.h"
+#include "ws_hist.h"
 
 /* Counters exported by /metrics that no library keeps for us. */
 typedef struct {
@@ -38,6 +39,13 @@ typedef struct {
   uint64_t served_live;       /* of those, begun before we held the chunk */
   uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t manifests_from_peers;
+  /* Histograms (seconds): a chunk from being taken to verified, by source
+   * (origin.c, swarm/download.c); a release from prefetch to READY or
+   * FAILED (release.c). */
+  ws_hist_t chunk_origin_s;
+  ws_hist_t chunk_peer_s;
+  ws_hist_t release_ready_s;
+  ws_hist_t release_failed_s;
 } peer_counters_t;
 
 typedef struct peer_ctx_s {

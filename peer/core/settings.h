@@ -26,7 +26,10 @@ typedef struct {
   uint8_t cluster_key[32]; /* from cluster_key_file; all-zero without */
   int has_cluster_key;
   char *node_id;          /* --node-id, or random hex */
-  char *zone;             /* --zone, or NULL */
+  char *zone;             /* --zone, or the first line of --zone-file */
+  char *zone_file;        /* --zone-file FILE, or NULL */
+  char *metrics;          /* --metrics HOST:PORT: read-only /metrics,
+                             /healthz, /readyz on TCP; NULL = off */
   uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */
   uint64_t download_rate; /* --download-rate BYTES/s; 0 = unlimited */
   unsigned max_neighbors; /* --max-neighbors */

@@ -63,6 +63,14 @@
 /* Parked wait requests send nothing for a long time; the idle timeout of
  * the API must not cut them. */
 #define PEER_API_IDLE_TIMEOUT_MS (8u * 24u * 3600u * 1000u)
+/* The --metrics listener (read-only, scraped every few seconds): its
+ * connections, request bodies (none are read), and how many releases get
+ * series of their own; the rest are summed under model="other". */
+#define PEER_METRICS_MAX_CONNS 16u
+#define PEER_METRICS_MAX_BODY_BYTES 1024u
+#define PEER_METRICS_IDLE_TIMEOUT_MS (60u * 1000u)
+#define PEER_METRICS_RELEASES_MAX 16u
+#define PEER_METRICS_LABEL_MAX 64u /* bytes of a model label value */
 /* Subdirectory of the cache holding one record per release being
  * fetched, so that a restart resumes it. Owned by p2pd, not the store. */
 #define PEER_JOBS_DIR "p2pd-jobs"

@@ -201,8 +201,11 @@ static void xfer_report(xfer_t *x, int status, const char *errmsg) {
 static void xfer_done(void *arg, int status, const char *errmsg) {
   xfer_t *x = arg;
   peer_origin_t *o = x->o;
-  if (status == 0)
+  if (status == 0) {
     o->ctx->counters.s3_bytes_chunks += x->len;
+    ws_hist_observe(&o->ctx->counters.chunk_origin_s,
+                    (double)(uv_now(o->ctx->loop) - x->start_ms) / 1e3);
+  }
   xfer_report(x, status, errmsg);
   peer_origin_kick(o);
 }

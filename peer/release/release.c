@@ -45,9 +45,15 @@ void peer_rel_set_state(peer_release_t *rel, peer_release_state_t to) {
   assert(legal[rel->state][to]);
   WS_LOGD("release %s: %s -> %s", peer_rel_name(rel), internal[rel->state],
           internal[to]);
-  if (!peer_rel_terminal(rel->state) && peer_rel_terminal(to))
+  if (!peer_rel_terminal(rel->state) && peer_rel_terminal(to)) {
     rel->t->active--;
-  else if (peer_rel_terminal(rel->state) && !peer_rel_terminal(to))
+    /* metrics: prefetch to ready (t1_ns is set by the snapshot before) */
+    peer_counters_t *c = &rel->t->ctx->counters;
+    ws_hist_observe(
+        to == PEER_REL_READY ? &c->release_ready_s : &c->release_failed_s,
+        rel->t1_ns > rel->t0_ns ? (double)(rel->t1_ns - rel->t0_ns) / 1e9
+                                : 0.0);
+  } else if (peer_rel_terminal(rel->state) && !peer_rel_terminal(to))
     rel->t->active++;
   rel->state = to;
 }

@@ -150,6 +150,13 @@ void peer_release_set_pinned(peer_release_t *rel, int pinned);
  * 0, WS_ENOTFOUND (digest unknown or no store) or the store's error. */
 int peer_release_path(const peer_release_t *rel, char *buf,
                       size_t len) WS_MUST_USE;
+/* What /metrics shows of a release: its model (borrowed; NULL when not
+ * known yet) and byte counters, live or final. */
+typedef struct {
+  const char *model;
+  uint64_t bytes_total, bytes_done, from_s3, from_peers;
+} peer_release_counts_t;
+void peer_release_counts(const peer_release_t *rel, peer_release_counts_t *out);
 /* R as documented in docs/operations.md. New object. */
 struct cJSON *peer_release_json(const peer_release_t *rel);
 

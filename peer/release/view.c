@@ -50,6 +50,17 @@ void peer_release_set_pinned(peer_release_t *rel, int pinned) {
 
 /* ---- counters and JSON ------------------------------------------------- */
 
+void peer_release_counts(const peer_release_t *rel,
+                         peer_release_counts_t *out) {
+  peer_rel_progress_t p;
+  peer_rel_progress(rel, &p);
+  out->model = rel->model;
+  out->bytes_total = rel->bytes_total;
+  out->bytes_done = p.bytes_done;
+  out->from_s3 = p.from_s3;
+  out->from_peers = p.from_peers;
+}
+
 void peer_rel_progress(const peer_release_t *rel, peer_rel_progress_t *p) {
   memset(p, 0, sizeof(*p));
   if (rel->files == NULL || peer_rel_terminal(rel->state)) {

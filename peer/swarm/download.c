@@ -24,6 +24,7 @@ struct peer_download_s {
   char node_id[WS_NODE_ID_MAX + 1]; /* for the ban */
   char host[64];
   uint16_t port;
+  uint64_t t0_ns; /* taken (metrics: chunk fetch time) */
 };
 
 static void download_wake(void *arg) {
@@ -43,8 +44,11 @@ static void download_report(peer_download_t *dl, int status) {
     dls->ban(dls->arg, dl->node_id, dl->host, dl->port,
              "sent a chunk that failed its hash");
   file->rx_busy[j] = 0;
-  if (status == 0)
+  if (status == 0) {
     dls->ctx->counters.chunks_from_peers++;
+    ws_hist_observe(&dls->ctx->counters.chunk_peer_s,
+                    (double)(uv_hrtime() - dl->t0_ns) / 1e9);
+  }
   assert(dls->alive > 0);
   dls->alive--;
   free(dl);
@@ -83,6 +87,7 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
   snprintf(dl->node_id, sizeof(dl->node_id), "%s", node_id);
   snprintf(dl->host, sizeof(dl->host), "%s", host);
   dl->port = port;
+  dl->t0_ns = uv_hrtime();
   peer_inbound_ops_t ops = {
       .mode = PEER_INBOUND_RESERVE,
       .room = WIRE_READ_BUF_BYTES,

@@ -231,6 +231,20 @@ static peer_file_t *picker_origin_leased(peer_picker_t *p,
   return NULL;
 }
 
+/* Whether the origin may fetch chunks of rel that nobody leased to us: no
+ * tracker configured, or rel's tracker down for PEER_TRACKER_FALLBACK_MS. */
+static bool picker_fallback(const peer_picker_t *p, const peer_swarm_rel_t *rel,
+                            uint64_t now) {
+  const peer_tracker_state_t *t = p->tracker;
+  uint64_t since = t->down_ms;
+  bool down = !t->up;
+  if (!t->configured)
+    return true;
+  if (t->trackers != NULL)
+    down = peer_trackers_down_since(t->trackers, rel->digest.b, &since) != 0;
+  return down && now - since >= PEER_TRACKER_FALLBACK_MS;
+}
+
 int peer_picker_origin_next(void *arg, peer_file_t **out, uint32_t *jout) {
   peer_picker_t *p = arg;
   if (p->stopping)
@@ -247,12 +261,9 @@ int peer_picker_origin_next(void *arg, peer_file_t **out, uint32_t *jout) {
       continue;
     f = picker_origin_leased(p, rel, now, &j);
   }
-  int fallback = !p->tracker->configured ||
-                 (!p->tracker->up &&
-                  now - p->tracker->down_ms >= PEER_TRACKER_FALLBACK_MS);
-  for (peer_swarm_rel_t *rel = p->rels->head;
-       rel != NULL && f == NULL && fallback; rel = rel->next) {
-    if (rel->state != PEER_SWARM_REL_FETCHING)
+  for (peer_swarm_rel_t *rel = p->rels->head; rel != NULL && f == NULL;
+       rel = rel->next) {
+    if (rel->state != PEER_SWARM_REL_FETCHING || !picker_fallback(p, rel, now))
       continue;
     for (uint32_t g = 0; g < rel->total && f == NULL; g++)
       f = picker_origin_ok(p, rel, g, &j);

@@ -22,9 +22,10 @@
  * Origin gate (peer_picker_origin_next, set on the files table): the
  * chunks the tracker leased to us, except those a neighbour already has,
  * at most the tracker's "streams" of them at full rate (a spare starts as
- * one of those nears its end, origin.c); if the tracker has been
- * unreachable for PEER_TRACKER_FALLBACK_MS (or none is configured) any
- * chunk no neighbour has.
+ * one of those nears its end, origin.c); if the release's tracker has
+ * been unreachable for PEER_TRACKER_FALLBACK_MS (its link down and no other
+ * tracker to move to, trackers.h; or none is configured) any chunk no
+ * neighbour has.
  *
  * Owns: its random state only. Borrows: the context, the neighbours, the
  * records, the origin and the tracker state (all the swarm's).
@@ -42,11 +43,14 @@
 #include "swarm/neighbor.h"
 #include "swarm/swarm_release.h"
 
-/* What the picker needs to know of the tracker link (kept by the swarm). */
+/* What the picker needs to know of the tracker links (kept by the swarm). */
 typedef struct {
-  bool configured;  /* --tracker given and the link not closed */
-  bool up;          /* connected now */
-  uint64_t down_ms; /* loop time the link went down (or the start) */
+  bool configured;  /* --tracker given and the links not closed */
+  bool up;          /* some link connected now */
+  uint64_t down_ms; /* loop time the last link went down (or the start) */
+  /* The links, when the fallback is judged per release by the link of its
+   * tracker (trackers.h); NULL: by up and down_ms above. */
+  const peer_trackers_t *trackers;
 } peer_tracker_state_t;
 
 typedef struct peer_picker_s {

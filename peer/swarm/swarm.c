@@ -10,11 +10,13 @@
  * --max-neighbors, never to ourselves, never to a banned one); on_leases
  * records the chunks the origin may fetch and kicks it; on_wanted hands the
  * cluster's wanted release to the release layer (hooks.want); on_link
- * tracks whether the tracker is reachable, because leases die with the
- * link and after PEER_TRACKER_FALLBACK_MS without one the origin falls
- * back to fetching whatever no neighbour has.
+ * tracks whether any tracker is reachable (stats, logs); on_leases_lost
+ * voids a release's leases when its tracker's link drops or the release
+ * moves to another tracker (trackers.h). After PEER_TRACKER_FALLBACK_MS
+ * with the link of a release's tracker down (and no other to move to) the
+ * origin falls back to fetching whatever no neighbour has.
  *
- * Owns: the listener handle, the tick timer, the tracker link, and the
+ * Owns: the listener handle, the tick timer, the tracker links, and the
  * modules embedded below (neighbours, records, picker, uploads, downloads,
  * bans). Thread: loop thread.
  */
@@ -32,7 +34,7 @@
 #include "swarm/picker.h"
 #include "swarm/swarm.h"
 #include "swarm/swarm_release.h"
-#include "swarm/tracker_link.h"
+#include "swarm/trackers.h"
 #include "swarm/upload.h"
 #include "ws_log.h"
 
@@ -43,9 +45,9 @@ struct peer_swarm_s {
   peer_swarm_hooks_t hooks;
   int stopping;
   uv_tcp_t listener;
-  int listening;           /* listener open (closing counts) */
-  uint16_t port;           /* bound listen port, 0 = none */
-  peer_tracker_link_t *tl; /* NULL without --tracker */
+  int listening;       /* listener open (closing counts) */
+  uint16_t port;       /* bound listen port, 0 = none */
+  peer_trackers_t *tl; /* NULL without --tracker */
   peer_tracker_state_t tracker;
   peer_bans_t bans;
   peer_neighbors_t nbrs;
@@ -173,22 +175,39 @@ static void swarm_on_wanted(void *arg, const uint8_t *digest, const char *uri) {
   s->hooks.want(s->hooks.arg, uri, &h);
 }
 
-static void swarm_on_link(void *arg, bool up, int status) {
+static void swarm_on_report(void *arg, const uint8_t *digest,
+                            ws_announce_t *a) {
   peer_swarm_t *s = arg;
-  if (up == s->tracker.up)
-    return;
-  s->tracker.up = up;
+  swarm_rels_report(&s->rels, digest, a);
+}
+
+static void swarm_on_link(void *arg, const char *addr, bool up, int status,
+                          unsigned ups) {
+  peer_swarm_t *s = arg;
   if (up) {
-    WS_LOGI("tracker %s: connected", s->ctx->cfg->tracker);
-    return;
+    WS_LOGI("tracker %s: connected", addr);
+  } else if (ups > 0) {
+    WS_LOGW("tracker %s: link down (%s); its releases move to another "
+            "tracker after %u ms",
+            addr, ws_strerror(status), PEER_TRACKERS_MOVE_MS);
+  } else if (s->tracker.up) {
+    WS_LOGW("tracker %s: link down (%s); swapping with known peers, S3 for "
+            "chunks none has after %u s",
+            addr, ws_strerror(status), PEER_TRACKER_FALLBACK_MS / 1000u);
   }
-  WS_LOGW("tracker %s: link down (%s); swapping with known peers, S3 for "
-          "chunks none has after %u s",
-          s->ctx->cfg->tracker, ws_strerror(status),
-          PEER_TRACKER_FALLBACK_MS / 1000u);
-  s->tracker.down_ms = uv_now(s->ctx->loop);
-  /* Leases die with the link: the tracker re-grants after re-announce. */
-  for (peer_swarm_rel_t *rel = s->rels.head; rel != NULL; rel = rel->next)
+  if ((ups > 0) == s->tracker.up)
+    return;
+  s->tracker.up = ups > 0;
+  if (!s->tracker.up)
+    s->tracker.down_ms = uv_now(s->ctx->loop);
+}
+
+/* Leases die with the link (the tracker re-grants after re-announce) and
+ * are void when the release moves to another tracker. */
+static void swarm_on_leases_lost(void *arg, const uint8_t *digest) {
+  peer_swarm_t *s = arg;
+  peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
+  if (rel != NULL)
     rel->nleases = 0;
 }
 
@@ -288,40 +307,44 @@ static int swarm_listen(peer_swarm_t *s, const char *hostport) {
   return 0;
 }
 
+/* One link per address of --tracker A,B,... (trackers.h). */
 static int swarm_tracker_start(peer_swarm_t *s) {
   const peer_settings_t *cfg = s->ctx->cfg;
-  peer_tracker_link_cfg_t tcfg;
+  peer_tracker_link_cfg_t tcfg, list[PEER_TRACKERS_MAX];
+  unsigned n = 0;
   peer_tracker_link_cfg_init(&tcfg);
-  int rc = peer_tracker_link_cfg_addr(&tcfg, cfg->tracker);
-  if (rc != 0)
-    return rc;
   memcpy(tcfg.key, cfg->cluster_key, sizeof(tcfg.key));
   snprintf(tcfg.node_id, sizeof(tcfg.node_id), "%s", cfg->node_id);
   tcfg.listen_port = s->port;
   snprintf(tcfg.zone, sizeof(tcfg.zone), "%s",
            cfg->zone != NULL ? cfg->zone : "");
-  peer_tracker_link_cbs_t cbs = {
+  peer_trackers_cbs_t cbs = {
       .on_peers = swarm_on_peers,
       .on_leases = swarm_on_leases,
       .on_wanted = swarm_on_wanted,
       .on_link = swarm_on_link,
+      .on_leases_lost = swarm_on_leases_lost,
+      .on_report = swarm_on_report,
       .arg = s,
   };
-  rc = peer_tracker_link_new(s->ctx->loop, &tcfg, &cbs, &s->tl);
+  /* Each link announces the all-zero digest without a chunk count, which
+   * joins nothing (docs/tracker.md) and is answered with the wanted set at
+   * every interval: the tracker speaks only in answer to an announce, and
+   * a node with no release yet would otherwise never hear of the wanted
+   * set, and the tracker would time the idle link out. */
+  int rc =
+      peer_trackers_parse(cfg->tracker, &tcfg, list, PEER_TRACKERS_MAX, &n);
+  if (rc == 0)
+    rc = peer_trackers_new(s->ctx->loop, list, n, &cbs, &s->tl);
   sodium_memzero(tcfg.key, sizeof(tcfg.key));
+  for (unsigned i = 0; i < n; i++)
+    sodium_memzero(list[i].key, sizeof(list[i].key));
   if (rc != 0)
     return rc;
   s->rels.tl = s->tl;
   s->tracker.configured = true;
-  /* The tracker speaks only in answer to an announce, and a node with no
-   * release yet has nothing to announce: without this it would never hear
-   * of the wanted set, and the tracker would time the idle link out. An
-   * announce of the all-zero digest without a chunk count joins nothing
-   * (docs/tracker.md) and is answered with the wanted set, at every
-   * interval. */
-  static const uint8_t presence[WS_PROTO_DIGEST_LEN];
-  return peer_tracker_link_track(s->tl, presence, 0, NULL, NULL,
-                                 WS_SWARM_LEECH);
+  s->tracker.trackers = s->tl;
+  return 0;
 }
 
 /* Creates the modules with their collaborators; listens to the files. */
@@ -414,10 +437,11 @@ void peer_swarm_stop(peer_swarm_t *s) {
     uv_close((uv_handle_t *)&s->listener, swarm_listener_closed);
   if (s->tick_open && !uv_is_closing((uv_handle_t *)&s->tick))
     uv_close((uv_handle_t *)&s->tick, swarm_tick_closed);
-  peer_tracker_link_close(s->tl);
+  peer_trackers_close(s->tl);
   s->tl = NULL;
   s->rels.tl = NULL;
   s->tracker.configured = false;
+  s->tracker.trackers = NULL;
   peer_neighbors_stop(&s->nbrs);
   /* Releases waiting for a manifest from neighbours get their answer. */
   swarm_rels_stop(&s->rels);

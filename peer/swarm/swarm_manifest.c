@@ -110,8 +110,8 @@ int swarm_rel_manifest_fetch(peer_swarm_rels_t *t, const ws_hash_t *digest,
    * peers that have it. */
   if (t->tl != NULL)
     swarm_rel_tracker_rc("track",
-                         peer_tracker_link_track(t->tl, rel->digest.b, 0, NULL,
-                                                 uri, WS_SWARM_LEECH));
+                         peer_trackers_track(t->tl, rel->digest.b, 0, NULL, uri,
+                                             WS_SWARM_LEECH));
   swarm_rel_manifest_try(rel, rel->mwait_since_ms);
   return 0;
 }

@@ -10,6 +10,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,7 +76,7 @@ void swarm_rel_free(peer_swarm_rel_t *rel) {
     peer_requests_forget_rel(n, rel);
   if (t->tl != NULL)
     swarm_rel_tracker_rc("untrack",
-                         peer_tracker_link_untrack(t->tl, rel->digest.b));
+                         peer_trackers_untrack(t->tl, rel->digest.b));
   ws_bitfield_free(&rel->have);
   if (rel->state == PEER_SWARM_REL_READY) {
     ws_manifest_free(rel->m);
@@ -163,8 +164,7 @@ static void rel_have(peer_swarm_rel_t *rel, uint32_t g) {
       (void)peer_neighbor_send(n, &m); /* a full queue drops one HAVE */
   }
   if (t->tl != NULL)
-    swarm_rel_tracker_rc("have",
-                         peer_tracker_link_have(t->tl, rel->digest.b, g));
+    swarm_rel_tracker_rc("have", peer_trackers_have(t->tl, rel->digest.b, g));
   for (uint32_t i = 0; i < rel->nleases; i++) {
     if (rel->leases[i].chunk == g) {
       rel->leases[i] = rel->leases[--rel->nleases];
@@ -295,8 +295,8 @@ int swarm_rel_fetching(peer_swarm_rels_t *t, const ws_hash_t *digest,
     }
   }
   if (t->tl != NULL &&
-      peer_tracker_link_track(t->tl, rel->digest.b, rel->total, &rel->have, uri,
-                              WS_SWARM_LEECH) != 0)
+      peer_trackers_track(t->tl, rel->digest.b, rel->total, &rel->have, uri,
+                          WS_SWARM_LEECH) != 0)
     WS_LOGW("release %s: tracker does not take it (too many releases)", ds);
   rel_announce_all(rel);
   return 1;
@@ -315,6 +315,12 @@ void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
   }
   for (peer_neighbor_t *n = t->nbrs->head; n != NULL; n = n->next)
     peer_requests_forget_rel(n, rel);
+  for (uint32_t k = 0; k < rel->nfiles; k++) { /* the tracker's report */
+    if (rel->files[k] != NULL) {
+      rel->rep_s3 += rel->files[k]->bytes_from_s3;
+      rel->rep_peers += rel->files[k]->bytes_from_peers;
+    }
+  }
   rel->files = NULL;
   rel->nfiles = 0;
   rel->mcb = NULL;
@@ -323,7 +329,7 @@ void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
   for (uint32_t g = 0; g < rel->total; g++)
     rel_have(rel, g); /* whatever the neighbours have not heard yet */
   if (t->tl != NULL)
-    swarm_rel_tracker_rc("done", peer_tracker_link_done(t->tl, rel->digest.b));
+    swarm_rel_tracker_rc("done", peer_trackers_done(t->tl, rel->digest.b));
   rel_announce_all(rel);
   return;
 free_m:
@@ -353,9 +359,9 @@ void swarm_rel_add_ready(peer_swarm_rels_t *t, ws_manifest_t *m, char *bytes,
   for (uint32_t g = 0; g < rel->total; g++)
     ws_bitfield_set(&rel->have, g);
   if (t->tl != NULL)
-    swarm_rel_tracker_rc(
-        "track", peer_tracker_link_track(t->tl, rel->digest.b, rel->total,
-                                         &rel->have, NULL, WS_SWARM_SEED));
+    swarm_rel_tracker_rc("track",
+                         peer_trackers_track(t->tl, rel->digest.b, rel->total,
+                                             &rel->have, NULL, WS_SWARM_SEED));
   rel_announce_all(rel);
   return;
 free_m:
@@ -441,9 +447,9 @@ void swarm_rel_leases_renew(peer_swarm_rel_t *rel) {
       chunks[n++] = rel->leases[i].chunk;
   }
   if (n > 0)
-    swarm_rel_tracker_rc(
-        "lease_renew", peer_tracker_link_lease_renew(rel->t->tl, rel->digest.b,
-                                                     chunks, n, NULL, 0));
+    swarm_rel_tracker_rc("lease_renew",
+                         peer_trackers_lease_renew(rel->t->tl, rel->digest.b,
+                                                   chunks, n, NULL, 0));
 }
 
 /* ---- what we can upload -------------------------------------------------- */
@@ -515,4 +521,24 @@ int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
     return nfd;
   *fd = nfd;
   return 0;
+}
+
+void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
+                       ws_announce_t *a) {
+  const peer_swarm_rel_t *rel = swarm_rel_find(t, digest);
+  if (rel == NULL || rel->m == NULL)
+    return;
+  a->size_bytes = rel->m->total_size;
+  a->s3_bytes = rel->rep_s3;
+  a->peer_bytes = rel->rep_peers;
+  for (uint32_t k = 0; k < rel->nfiles; k++) {
+    const peer_file_t *f = rel->files[k];
+    if (f == NULL)
+      continue;
+    a->s3_bytes += f->bytes_from_s3;
+    a->peer_bytes += f->bytes_from_peers;
+    if (f->state == PEER_FILE_FAILED && a->err[0] == '\0')
+      snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
+               f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err));
+  }
 }

@@ -27,7 +27,7 @@
  *
  * Owns: the records, their bitfields, READY records' manifests.
  * Borrows: a FETCHING record's manifest and files array, the neighbours
- * (to send), the origin (what is being fetched now), the tracker link.
+ * (to send), the origin (what is being fetched now), the trackers.
  * Thread: loop thread; the seed manifest read-back runs on a worker.
  */
 #ifndef PEER_SWARM_RELEASE_H
@@ -43,7 +43,7 @@
 #include "manifest.h"
 #include "swarm/neighbor.h"
 #include "swarm/swarm.h"
-#include "swarm/tracker_link.h"
+#include "swarm/trackers.h"
 
 typedef struct peer_swarm_rel_s peer_swarm_rel_t;
 typedef struct peer_swarm_rels_s peer_swarm_rels_t;
@@ -72,8 +72,9 @@ struct peer_swarm_rel_s {
   size_t mlen;
   peer_file_t *const *files; /* FETCHING: the release's, m->nfiles */
   uint32_t nfiles;
-  uint32_t total;     /* chunks; 0 while RESOLVING */
-  ws_bitfield_t have; /* verified chunks we can serve (global index) */
+  uint32_t total;             /* chunks; 0 while RESOLVING */
+  uint64_t rep_s3, rep_peers; /* READY: bytes from S3 / neighbours */
+  ws_bitfield_t have;         /* verified chunks we can serve (global index) */
   peer_lease_t leases[PEER_LEASES_MAX];
   uint32_t nleases;
   uint32_t streams;           /* leases to fetch at once (tracker's); 0: all */
@@ -87,9 +88,9 @@ struct peer_swarm_rel_s {
 
 struct peer_swarm_rels_s {
   peer_ctx_t *ctx;
-  peer_neighbors_t *nbrs;  /* borrowed: to send */
-  peer_origin_t *origin;   /* borrowed: chunks being fetched from S3 */
-  peer_tracker_link_t *tl; /* borrowed; NULL without --tracker */
+  peer_neighbors_t *nbrs; /* borrowed: to send */
+  peer_origin_t *origin;  /* borrowed: chunks being fetched from S3 */
+  peer_trackers_t *tl;    /* borrowed; NULL without --tracker */
   peer_swarm_rel_t *head;
   uint32_t count;
   bool stopping;
@@ -127,6 +128,11 @@ void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
                      ws_manifest_t *m, char *mbytes, size_t mlen);
 /* Failed or removed: the record of digest (any state) is freed. */
 void swarm_rel_gone(peer_swarm_rels_t *t, const ws_hash_t *digest);
+/* Fills a's progress report for digest (release bytes, bytes from S3 and
+ * from neighbours, a failed file's error): summed over the files while
+ * FETCHING, the totals kept at READY after. No record: a is unchanged. */
+void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
+                       ws_announce_t *a);
 /* Published already (startup, seed import): takes m and bytes. */
 void swarm_rel_add_ready(peer_swarm_rels_t *t, ws_manifest_t *m, char *bytes,
                          size_t len);

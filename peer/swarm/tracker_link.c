@@ -219,6 +219,8 @@ static int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
     a->have_list = r->delta;
     a->n_have_list = r->n_delta;
   }
+  if (tc->cbs.on_report != NULL) /* the dashboard's numbers */
+    tc->cbs.on_report(tc->cbs.arg, r->digest, a);
   rc = wire_conn_send(tc->conn, &m);
   if (rc < 0)
     return rc;

@@ -62,6 +62,10 @@ typedef struct {
   /* Link up (after the handshake) or down (status of the close). Leases
    * die with the link: the tracker re-grants after re-announce. Optional. */
   void (*on_link)(void *arg, bool up, int status);
+  /* Fills the optional progress report (size_bytes, s3_bytes, peer_bytes,
+   * err) of the announce about to be sent for digest. Optional. */
+  void (*on_report)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
+                    ws_announce_t *a);
   void *arg;
 } peer_tracker_link_cbs_t;
 

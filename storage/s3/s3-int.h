@@ -25,6 +25,13 @@
 #define S3_CREDS_BODY_MAX (64u << 10) /* STS/container/IMDS reply */
 #define S3_CREDS_FIELD_MAX 4096       /* one key/secret/token string */
 #define S3_CREDS_FILE_MAX (1u << 20)  /* shared credentials/token file */
+#define S3_INI_ENTRIES_MAX 4096       /* key = value lines in one file */
+#define S3_INI_NAME_MAX 256           /* a section or sub-section name */
+#define S3_PROC_OUT_MAX (64u << 10)   /* credential_process stdout */
+#define S3_PROC_ERR_MAX 1024          /* stderr kept for the message */
+#define S3_PROC_TIMEOUT_MS 60000      /* credential_process run time */
+#define S3_IMDS_TIMEOUT_MS                                                     \
+  1000 /* each IMDS call: pods usually cannot reach it */
 #define S3_ERRMSG_LEN 512
 #define S3_REFRESH_MARGIN_MS (5 * 60 * 1000) /* refresh before Expiration */
 #define S3_REFRESH_JITTER_MS (60 * 1000)
@@ -116,6 +123,15 @@ uint64_t s3_retry_delay_ms(unsigned base_ms, unsigned max_ms, unsigned n,
  * more than 4 * max_attempts. */
 int s3_retry_more(unsigned max_attempts, unsigned window_ms, unsigned attempts,
                   uint64_t elapsed_ms);
+/* A final answer that says the bucket lives in another region (301
+ * PermanentRedirect, 400 AuthorizationHeaderMalformed or
+ * IllegalLocationConstraint): writes "bucket B is in R, not ours: set ..."
+ * into out and returns 1; 0 when it is not such an answer. The bucket's
+ * region comes from the x-amz-bucket-region header (hdr_region, may be "")
+ * or the error document's <Region>. */
+int s3_region_hint(long http, const char *code, const char *hdr_region,
+                   const char *doc, size_t doclen, const char *bucket,
+                   const char *region, char *out, size_t outlen);
 /* The WS_E* status for a final HTTP answer. */
 int s3_status_from_http(long http, const char *code);
 uint32_t s3_rand32(void);
@@ -129,6 +145,8 @@ typedef enum {
   S3_SRC_WEBID,
   S3_SRC_CONTAINER,
   S3_SRC_IMDS,
+  S3_SRC_ASSUME,  /* role_arn + source_profile: STS AssumeRole */
+  S3_SRC_PROCESS, /* credential_process */
   S3_SRC_LAST
 } s3_src_t;
 
@@ -155,25 +173,107 @@ typedef struct {
   const char *container_full_uri, *container_rel_uri;
   const char *container_token_file, *container_token;
   const char *imds_endpoint, *imds_disabled;
+  const char *config_file;      /* AWS_CONFIG_FILE */
+  const char *endpoint_global;  /* AWS_ENDPOINT_URL (STS falls back to it) */
+  const char *ignore_endpoints; /* AWS_IGNORE_CONFIGURED_ENDPOINT_URLS */
+  unsigned process_timeout_ms;  /* credential_process cap */
 } s3_env_t;
 
-void s3_env_load(s3_env_t *env, const char *profile_override);
+/* region_override: the client's explicit region (NULL: AWS_REGION, then
+ * AWS_DEFAULT_REGION). */
+void s3_env_load(s3_env_t *env, const char *profile_override,
+                 const char *region_override);
 
 /* What the local part of the chain decided (worker thread). */
 typedef struct {
   s3_src_t src;
-  s3_creds_t creds; /* ENV and FILE */
-  char *url;        /* WEBID (STS), CONTAINER, IMDS base */
-  char *body;       /* WEBID form body */
-  char *auth;       /* CONTAINER Authorization value */
-  int status;       /* 0 or WS_ECREDS etc. for a configured-but-broken src */
+  s3_creds_t creds;  /* ENV, FILE, PROCESS */
+  s3_creds_t source; /* ASSUME: the source profile's, to sign with */
+  char *url;         /* WEBID/ASSUME: STS (NULL: regional, once the region is
+                        known), CONTAINER, IMDS base */
+  char *body;        /* WEBID/ASSUME form body */
+  char *auth;        /* CONTAINER Authorization value */
+  /* settings: environment first, then the profile */
+  char *region;                  /* NULL: not set anywhere */
+  char *endpoint;                /* the profile's S3 endpoint_url or NULL */
+  ws_s3_addressing_t addressing; /* the profile's s3.addressing_style */
+  char *imds_base;               /* NULL when IMDS is disabled */
+  int status; /* 0 or WS_ECREDS etc. for a configured-but-broken src */
   char errmsg[S3_ERRMSG_LEN];
 } s3_plan_t;
 
-/* Walks env -> shared file -> web identity -> container -> IMDS, reading
- * the files it needs (blocking: worker thread or tools only). */
+struct s3_profile_s;
+
+/* Walks env -> profile (role_arn, credentials file keys,
+ * credential_process, config file keys) -> web identity -> container ->
+ * IMDS, reading the files it needs and running credential_process
+ * (blocking: worker thread or tools only). */
 void s3_creds_plan(const s3_env_t *env, s3_plan_t *plan);
 void s3_plan_clear(s3_plan_t *plan);
+/* Plans AssumeRoleWithWebIdentity for role with the token in token_file. */
+void s3_plan_webid(const s3_env_t *e, s3_plan_t *p, const char *role,
+                   const char *token_file, const char *session,
+                   const struct s3_profile_s *pr);
+/* Reads a whole small file (at most S3_CREDS_FILE_MAX; blocking). */
+int s3_file_read(const char *path, char **out, size_t *len) WS_MUST_USE;
+
+/* ---- s3_ini.c: the INI dialect of the AWS shared files ---- */
+typedef struct {
+  char *section; /* "default", "profile x", "services y", "x" */
+  char *key;     /* lower case; "s3.addressing_style" inside "s3 =" */
+  char *value;
+} s3_ini_ent_t;
+typedef struct {
+  s3_ini_ent_t *e;
+  size_t n, cap;
+} s3_ini_t;
+/* Parses text[0..len). On failure *bad_line is the 1-based line (0: the
+ * file as a whole) and the result is WS_EBADMSG or WS_ELIMIT. */
+int s3_ini_parse(const char *text, size_t len, s3_ini_t *out,
+                 size_t *bad_line) WS_MUST_USE;
+/* The value of key in section (the last one written), or NULL. Borrowed. */
+const char *s3_ini_get(const s3_ini_t *ini, const char *section,
+                       const char *key);
+int s3_ini_has_section(const s3_ini_t *ini, const char *section);
+void s3_ini_free(s3_ini_t *ini);
+
+/* ---- s3_profile.c: one profile of the shared files ---- */
+typedef struct s3_profile_s {
+  const char *name; /* borrowed from the env */
+  char cfg_path[1024], cred_path[1024];
+  s3_ini_t cfg, cred;
+} s3_profile_t;
+/* Reads and parses both files (a missing file is empty). On failure err
+ * names the file and line. */
+int s3_profile_load(const s3_env_t *e, s3_profile_t *pr, char *err,
+                    size_t errlen) WS_MUST_USE;
+void s3_profile_free(s3_profile_t *pr);
+/* key of profile name: credentials file first, then config. Borrowed. */
+const char *s3_profile_get(const s3_profile_t *pr, const char *name,
+                           const char *key);
+/* region, endpoint, addressing, imds_base into p; WS_EUSAGE (p->errmsg
+ * set) for an invalid value. */
+int s3_profile_settings(const s3_env_t *e, const s3_profile_t *pr,
+                        s3_plan_t *p) WS_MUST_USE;
+/* The profile's credential source into p: 1 when it has one (p->status
+ * says whether it worked), 0 when it has none. */
+int s3_profile_creds(const s3_env_t *e, const s3_profile_t *pr, s3_plan_t *p);
+/* STS endpoint: AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL, the profile's sts
+ * endpoint_url, its endpoint_url, then https://sts.<region>.amazonaws.com/
+ * (NULL when region is NULL). pr may be NULL. New string. */
+char *s3_profile_sts_url(const s3_env_t *e, const s3_profile_t *pr,
+                         const char *region);
+/* A region name: 1-32 of [a-z0-9-]. */
+int s3_region_valid(const char *region);
+
+/* ---- s3_creds_proc.c: credential_process (blocking: worker/tools) ---- */
+/* Runs cmd with /bin/sh -c, at most timeout_ms; err gets a one-line reason. */
+int s3_creds_process(const char *cmd, unsigned timeout_ms, s3_creds_t *out,
+                     char *err, size_t errlen) WS_MUST_USE;
+/* Its JSON: Version 1, AccessKeyId, SecretAccessKey, SessionToken,
+ * Expiration (optional). */
+int s3_creds_parse_process(const char *text, size_t len,
+                           s3_creds_t *out) WS_MUST_USE;
 
 /* Parses an INI credentials file for profile; WS_ENOTFOUND if the profile
  * or its keys are missing. */
@@ -194,6 +294,11 @@ int s3_time_parse(const char *s, int64_t *out_ms) WS_MUST_USE;
 int64_t s3_creds_refresh_at(int64_t now_ms, int64_t expires_ms, uint32_t rnd);
 
 typedef struct s3_provider_s s3_provider_t;
+/* The settings the first resolve found (environment, profile, IMDS):
+ * region (NULL: none anywhere), the profile's S3 endpoint (NULL: none),
+ * the profile's addressing. Borrowed. */
+void s3_provider_settings(const s3_provider_t *p, const char **region,
+                          const char **endpoint, ws_s3_addressing_t *addr);
 /* Called when a resolve finishes: status 0 (creds available) or error. */
 typedef void (*s3_provider_cb)(void *arg, int status);
 int s3_provider_new(uv_loop_t *loop, ws_curl_uv_t *cu,
@@ -216,11 +321,14 @@ typedef struct s3_fetch_s s3_fetch_t;
 typedef void (*s3_fetch_cb)(void *arg, int status, long http, const char *body,
                             size_t len, const char *err);
 /* One small HTTP exchange on the shared multi handle (body capped at
- * S3_CREDS_BODY_MAX). headers borrowed until cb. method "GET"/"PUT"/"POST". */
+ * S3_CREDS_BODY_MAX). headers taken (freed at the end). method
+ * "GET"/"PUT"/"POST". sign (may be NULL: unsigned) and sigv4
+ * ("aws:amz:<region>:sts") are copied by curl before the call returns. */
 s3_fetch_t *s3_fetch_start(ws_curl_uv_t *cu, const char *method,
                            const char *url, struct curl_slist *headers,
                            const char *body, unsigned timeout_ms,
-                           const char *ca_bundle, s3_fetch_cb cb, void *arg);
+                           const char *ca_bundle, const s3_creds_t *sign,
+                           const char *sigv4, s3_fetch_cb cb, void *arg);
 /* Cancels without calling cb. */
 void s3_fetch_cancel(s3_fetch_t *f);
 
@@ -287,7 +395,8 @@ struct ws_s3_req_s {
   uint64_t cr_a, cr_b, cr_total;
   int have_cr;
   char *hdr_etag;
-  uint64_t expect; /* body bytes this attempt should carry or S3_UNKNOWN */
+  char hdr_region[40]; /* x-amz-bucket-region of this answer, or "" */
+  uint64_t expect;     /* body bytes this attempt should carry or S3_UNKNOWN */
   uint64_t got;
   int paused;
   int verr;       /* this attempt failed validation with this status */
@@ -312,6 +421,9 @@ struct ws_s3_s {
   s3_endpoint_t ep;
   ws_s3_addressing_t addr;
   char sigv4[96];
+  char region[40]; /* the signing region */
+  int ep_set;      /* ep parsed (from the config, or once configured) */
+  int configured;  /* region/endpoint/addressing final (s3_configure) */
   char *ca_bundle;
   ws_s3_config_t cfg; /* numbers only; strings copied above */
   ws_s3_req_t *head, *tail;

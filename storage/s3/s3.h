@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "ws_err.h"
+#include "ws_hist.h"
 
 typedef struct ws_s3_s ws_s3_t;
 typedef struct ws_s3_req_s ws_s3_req_t;
@@ -49,31 +50,38 @@ typedef enum {
 /* Client configuration. Strings are borrowed for the duration of
  * ws_s3_new() only (the client copies them). */
 typedef struct {
-  const char *endpoint;  /* "http(s)://host[:port]"; NULL: AWS for region */
-  const char *region;    /* NULL: "us-east-1" */
+  const char *endpoint;  /* "http(s)://host[:port]"; NULL: the profile's
+                            endpoint_url, else AWS for the region */
+  const char *region;    /* NULL: the profile's region, else IMDS's, else
+                            "us-east-1" (found by the first resolve) */
   const char *ca_bundle; /* PEM file for TLS; NULL: system store */
-  ws_s3_addressing_t addressing;
-  unsigned max_concurrency;    /* transfers in flight (default 16) */
-  unsigned max_attempts;       /* tries per request (default 10) */
-  unsigned retry_window_ms;    /* keep retrying transient failures at
-                                  least this long (default 30000) */
-  unsigned backoff_base_ms;    /* first backoff ceiling (default 100) */
-  unsigned backoff_max_ms;     /* backoff ceiling cap (default 5000) */
-  unsigned connect_timeout_ms; /* default 5000 */
-  unsigned low_speed_bytes;    /* abort below this many bytes/s ... */
-  unsigned low_speed_time_s;   /* ... for this long (default 1 B/s, 20 s) */
-  unsigned creds_timeout_ms;   /* per credential endpoint call (5000) */
-  uint64_t list_max_entries;   /* cap on keys one LIST collects (1e6) */
-  const char *profile;         /* shared-file profile; NULL: AWS_PROFILE */
-  unsigned list_page_size;     /* keys per ListObjectsV2 page (1000) */
+  ws_s3_addressing_t addressing; /* AUTO: the profile's addressing_style */
+  unsigned max_concurrency;      /* transfers in flight (default 16) */
+  unsigned max_attempts;         /* tries per request (default 10) */
+  unsigned retry_window_ms;      /* keep retrying transient failures at
+                                    least this long (default 30000) */
+  unsigned backoff_base_ms;      /* first backoff ceiling (default 100) */
+  unsigned backoff_max_ms;       /* backoff ceiling cap (default 5000) */
+  unsigned connect_timeout_ms;   /* default 5000 */
+  unsigned low_speed_bytes;      /* abort below this many bytes/s ... */
+  unsigned low_speed_time_s;     /* ... for this long (default 1 B/s, 20 s) */
+  unsigned creds_timeout_ms;     /* per credential endpoint call (5000) */
+  unsigned creds_process_timeout_ms; /* credential_process run (60000) */
+  uint64_t list_max_entries;         /* cap on keys one LIST collects (1e6) */
+  const char *profile;     /* shared-file profile; NULL: AWS_PROFILE */
+  unsigned list_page_size; /* keys per ListObjectsV2 page (1000) */
 } ws_s3_config_t;
 
 /* Fills defaults (no environment). */
 void ws_s3_config_default(ws_s3_config_t *cfg);
 /* Overlays the AWS environment on cfg: AWS_ENDPOINT_URL_S3, then
  * AWS_ENDPOINT_URL; AWS_REGION, then AWS_DEFAULT_REGION; AWS_CA_BUNDLE;
- * WS_S3_ADDRESSING (path|virtual|auto); AWS_PROFILE. The strings point into
- * the environment (valid until it changes). */
+ * WS_S3_ADDRESSING (path|virtual|auto); AWS_PROFILE;
+ * WS_S3_CREDENTIAL_PROCESS_TIMEOUT_MS. The strings point into the
+ * environment (valid until it changes). What is left unset here is taken
+ * from the profile in ~/.aws/config (AWS_CONFIG_FILE) when the client first
+ * resolves credentials, on a worker; reading no file here keeps this call
+ * cheap on any thread. */
 void ws_s3_config_from_env(ws_s3_config_t *cfg);
 
 /* Creates a client on loop. On success *out is new; close with
@@ -97,6 +105,9 @@ typedef struct {
   uint64_t creds_refreshes;
   unsigned in_flight; /* transfers on the multi handle */
   unsigned queued;    /* requests waiting for a slot/creds/backoff */
+  /* Requests that reached S3: seconds from submit to completion, retries
+   * and the body included (s3_req_finish). */
+  ws_hist_t latency;
 } ws_s3_stats_t;
 void ws_s3_stats_get(const ws_s3_t *s3, ws_s3_stats_t *out);
 
@@ -105,6 +116,10 @@ void ws_s3_stats_get(const ws_s3_t *s3, ws_s3_stats_t *out);
 const char *ws_s3_creds_source(const ws_s3_t *s3);
 /* Access key id of the current credentials or NULL. */
 const char *ws_s3_creds_access_key(const ws_s3_t *s3);
+/* When the current credentials expire (epoch ms; 0: never or none). */
+int64_t ws_s3_creds_expiry(const ws_s3_t *s3);
+/* The signing region in use ("us-east-1" until the first resolve). */
+const char *ws_s3_region(const ws_s3_t *s3);
 
 /* ---- s3://bucket/key URIs (pure, any thread) ---- */
 

@@ -13,6 +13,11 @@
  * a request runs its done callback and then frees it; a ws_s3_close() made
  * from inside such a callback waits until the frame unwinds.
  *
+ * Settings the caller left unset (endpoint, region, addressing) come from
+ * the profile, and the region maybe from IMDS, found by the provider's first
+ * resolve; s3_configure applies them before the first request starts, so
+ * no file is read and no IMDS call is made on the caller's thread.
+ *
  * Client states: OPEN -> CLOSING (requests cancelled; glue, provider and
  * timer closing) -> freed when all three reported closed.
  *
@@ -130,6 +135,9 @@ void s3_req_finish(ws_s3_req_t *r, int status) {
   ws_s3_t *s3 = r->s3;
   s3_req_set_state(r, S3_REQ_DONE);
   req_unlink(r);
+  uint64_t now_ms = s3_now_ms(); /* metrics: only requests that were sent */
+  if (r->attempts > 0 && now_ms >= r->first_ms)
+    ws_hist_observe(&s3->stats.latency, (double)(now_ms - r->first_ms) / 1e3);
   if (status != 0) {
     s3->stats.failures++;
     if (!r->errmsg[0])
@@ -190,7 +198,7 @@ void s3_req_submit(ws_s3_req_t *r) {
 static void s3_dispatch(ws_s3_t *s3) {
   uint64_t now = s3_now_ms();
   uint64_t next_due = S3_UNKNOWN;
-  const s3_creds_t *c = s3_provider_get(s3->prov);
+  const s3_creds_t *c = s3->configured ? s3_provider_get(s3->prov) : NULL;
   int need_creds = 0;
   s3_enter(s3);
   for (ws_s3_req_t *r = s3->head, *next; r && !s3->close_wanted; r = next) {
@@ -258,8 +266,43 @@ static void on_kick(uv_timer_t *t) {
   s3_dispatch(t->data);
 }
 
+/* Region, endpoint and addressing: the caller's, else the profile's (and
+ * IMDS's region), else the defaults. 0 or WS_EUSAGE with creds_msg set. */
+static int s3_configure(ws_s3_t *s3) {
+  const char *region, *endpoint;
+  ws_s3_addressing_t addr;
+  s3_provider_settings(s3->prov, &region, &endpoint, &addr);
+  if (!s3->region[0])
+    snprintf(s3->region, sizeof(s3->region), "%s",
+             region ? region : "us-east-1");
+  if (s3->addr == WS_S3_ADDR_AUTO)
+    s3->addr = addr;
+  int rc = s3_sigv4_param(s3->region, s3->sigv4, sizeof(s3->sigv4));
+  if (rc == 0 && !s3->ep_set) {
+    char def[128];
+    snprintf(def, sizeof(def), "https://s3.%s.amazonaws.com", s3->region);
+    rc = s3_endpoint_parse(endpoint ? endpoint : def, &s3->ep);
+    if (rc)
+      snprintf(s3->creds_msg, sizeof(s3->creds_msg),
+               "S3 endpoint_url '%.200s' from the AWS profile is not "
+               "http(s)://host[:port]",
+               endpoint ? endpoint : def);
+    s3->ep_set = rc == 0;
+  } else if (rc) {
+    snprintf(s3->creds_msg, sizeof(s3->creds_msg), "bad region '%s'",
+             s3->region);
+  }
+  s3->configured = rc == 0;
+  return rc;
+}
+
 static void on_creds(void *arg, int status) {
   ws_s3_t *s3 = arg;
+  if (status == 0 && !s3->configured && (status = s3_configure(s3))) {
+    s3->creds_fail = status;
+    s3_kick(s3);
+    return;
+  }
   if (status != 0 && !s3_provider_get(s3->prov)) {
     s3->creds_fail = status;
     snprintf(s3->creds_msg, sizeof(s3->creds_msg), "%s",
@@ -285,13 +328,18 @@ int ws_s3_new(uv_loop_t *loop, const ws_s3_config_t *cfg, ws_s3_t **out) {
   if (!s3->cfg.list_page_size || s3->cfg.list_page_size > 1000)
     s3->cfg.list_page_size = 1000;
   s3->addr = cfg->addressing;
-  const char *region = cfg->region ? cfg->region : "us-east-1";
-  char def[256];
-  snprintf(def, sizeof(def), "https://s3.%s.amazonaws.com", region);
-  if ((rc = s3_sigv4_param(region, s3->sigv4, sizeof(s3->sigv4))))
+  /* An explicit region or endpoint is checked now; the rest waits for the
+   * profile (s3_configure). */
+  if (cfg->region &&
+      ((rc = s3_sigv4_param(cfg->region, s3->sigv4, sizeof(s3->sigv4))) ||
+       (rc = snprintf(s3->region, sizeof(s3->region), "%s", cfg->region) >=
+                     (int)sizeof(s3->region)
+                 ? WS_EUSAGE
+                 : 0)))
     goto fail_free;
-  if ((rc = s3_endpoint_parse(cfg->endpoint ? cfg->endpoint : def, &s3->ep)))
+  if (cfg->endpoint && (rc = s3_endpoint_parse(cfg->endpoint, &s3->ep)))
     goto fail_free;
+  s3->ep_set = cfg->endpoint != NULL;
   rc = -ENOMEM;
   if (cfg->ca_bundle && !(s3->ca_bundle = strdup(cfg->ca_bundle)))
     goto fail_ep;
@@ -384,6 +432,15 @@ void ws_s3_stats_get(const ws_s3_t *s3, ws_s3_stats_t *out) {
 const char *ws_s3_creds_source(const ws_s3_t *s3) {
   const s3_creds_t *c = s3_provider_get(s3->prov);
   return c ? c->source : NULL;
+}
+
+int64_t ws_s3_creds_expiry(const ws_s3_t *s3) {
+  const s3_creds_t *c = s3_provider_get(s3->prov);
+  return c ? c->expires_ms : 0;
+}
+
+const char *ws_s3_region(const ws_s3_t *s3) {
+  return s3->region[0] ? s3->region : "us-east-1";
 }
 
 const char *ws_s3_creds_access_key(const ws_s3_t *s3) {

@@ -3,13 +3,18 @@
  * ones a few minutes (jittered) before they expire.
  *
  * Owns: the current s3_creds_t, a uv_work_t for the local half of the chain
- * (env + files, s3_creds_plan on the threadpool), at most one s3_fetch_t for
- * the network half, one uv_timer (refresh and fetch retries).
+ * (env, config and credentials files, credential_process: s3_creds_plan on
+ * the threadpool), at most one s3_fetch_t for the network half, one
+ * uv_timer (refresh and fetch retries), and the settings the first plan
+ * found (region, the profile's endpoint and addressing).
  * Thread: loop thread (the plan runs on a worker with its own copies).
  *
- * States:  IDLE --resolve--> PLANNING --env/file--> IDLE (installed)
- *                               |--webid/container/imds--> FETCHING
+ * States:  IDLE --resolve--> PLANNING --env/file/process--> IDLE (installed)
+ *                               |--webid/assume/container/imds--> FETCHING
  *          FETCHING --reply ok--> IDLE (installed) | --fail--> IDLE (error)
+ * When no region is set anywhere, the first resolve asks IMDS for it
+ * (token, then placement/region; S3_IMDS_TIMEOUT_MS each) in FETCHING
+ * before anything else; a failure there only means "us-east-1".
  *          any --close--> CLOSING --work done + timer closed--> freed
  * A resolve that fails while older credentials are still valid keeps them
  * and tries again on the timer.
@@ -25,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROV_IMDS_TIMEOUT_MS 1000 /* pods usually cannot reach IMDS */
 #define PROV_NET_ATTEMPTS 3
 #define PROV_RETRY_MS 10000 /* after a failed refresh, old creds valid */
 #define PROV_VALID_SLACK_MS 10000
@@ -38,7 +42,14 @@ typedef enum {
   PROV_LAST
 } prov_state_t;
 
-typedef enum { IMDS_TOKEN, IMDS_ROLE, IMDS_CREDS, IMDS_LAST } imds_step_t;
+typedef enum {
+  IMDS_TOKEN,
+  IMDS_ROLE,
+  IMDS_CREDS,
+  IMDS_REGION_TOKEN, /* the region lookup: its own token, then */
+  IMDS_REGION,       /* placement/region */
+  IMDS_LAST
+} imds_step_t;
 
 struct s3_provider_s {
   uv_loop_t *loop;
@@ -46,7 +57,13 @@ struct s3_provider_s {
   prov_state_t state;
   char *profile;
   char *ca_bundle;
+  char *region;       /* the client's explicit region, or NULL */
+  char *endpoint;     /* the profile's endpoint_url (first plan) */
+  char *found_region; /* env/profile (first plan) or IMDS */
+  ws_s3_addressing_t addr;
+  int settings_done;
   unsigned timeout_ms;
+  unsigned process_timeout_ms;
   s3_creds_t creds;
   int have;
   uint64_t refreshes;
@@ -91,6 +108,9 @@ static void prov_maybe_free(s3_provider_t *p) {
   free(p->imds_role);
   free(p->profile);
   free(p->ca_bundle);
+  free(p->region);
+  free(p->endpoint);
+  free(p->found_region);
   free(p);
   if (cb)
     cb(arg);
@@ -178,37 +198,56 @@ static struct curl_slist *hdr_add(struct curl_slist *l, const char *name,
   return n ? n : l;
 }
 
+static const char *eff_region(const s3_provider_t *p) {
+  return p->found_region ? p->found_region : "us-east-1";
+}
+
+/* An IMDS call: the token PUT or a GET with the token. */
+static struct curl_slist *imds_req(s3_provider_t *p, char *url, size_t len,
+                                   const char **method, int *bad) {
+  if (p->imds == IMDS_TOKEN || p->imds == IMDS_REGION_TOKEN) {
+    *method = "PUT";
+    snprintf(url, len, "%s/latest/api/token", p->plan.imds_base);
+    return hdr_add(NULL, "X-aws-ec2-metadata-token-ttl-seconds", "21600", bad);
+  }
+  if (p->imds == IMDS_REGION)
+    snprintf(url, len, "%s/latest/meta-data/placement/region",
+             p->plan.imds_base);
+  else
+    snprintf(url, len, "%s/latest/meta-data/iam/security-credentials/%s",
+             p->plan.url, p->imds == IMDS_CREDS ? p->imds_role : "");
+  return hdr_add(NULL, "X-aws-ec2-metadata-token", p->imds_token, bad);
+}
+
 /* Starts the network call for the current plan / IMDS step. */
 static void prov_fetch(s3_provider_t *p) {
   struct curl_slist *h = NULL;
   int bad = 0;
-  char url[4096];
+  char url[4096], sigv4[96] = "";
   const char *method = "GET";
+  const s3_creds_t *sign = NULL;
   unsigned tmo = p->timeout_ms;
-  switch (p->plan.src) {
-  case S3_SRC_WEBID:
-    method = "POST";
-    snprintf(url, sizeof(url), "%s", p->plan.url);
-    h = hdr_add(h, "Content-Type", "application/x-www-form-urlencoded", &bad);
-    break;
-  case S3_SRC_CONTAINER:
+  if (p->imds >= IMDS_REGION_TOKEN || p->plan.src == S3_SRC_IMDS) {
+    tmo = S3_IMDS_TIMEOUT_MS;
+    h = imds_req(p, url, sizeof(url), &method, &bad);
+  } else if (p->plan.src == S3_SRC_CONTAINER) {
     snprintf(url, sizeof(url), "%s", p->plan.url);
     if (p->plan.auth && *p->plan.auth)
       h = hdr_add(h, "Authorization", p->plan.auth, &bad);
-    break;
-  default:
-    tmo = PROV_IMDS_TIMEOUT_MS;
-    if (p->imds == IMDS_TOKEN) {
-      method = "PUT";
-      snprintf(url, sizeof(url), "%s/latest/api/token", p->plan.url);
-      h = hdr_add(h, "X-aws-ec2-metadata-token-ttl-seconds", "21600", &bad);
-    } else {
-      snprintf(url, sizeof(url),
-               "%s/latest/meta-data/iam/security-credentials/%s", p->plan.url,
-               p->imds == IMDS_CREDS ? p->imds_role : "");
-      h = hdr_add(h, "X-aws-ec2-metadata-token", p->imds_token, &bad);
+  } else { /* STS: web identity (unsigned) or AssumeRole (signed) */
+    method = "POST";
+    if (p->plan.url)
+      snprintf(url, sizeof(url), "%s", p->plan.url);
+    else
+      snprintf(url, sizeof(url), "https://sts.%s.amazonaws.com/",
+               eff_region(p));
+    h = hdr_add(h, "Content-Type", "application/x-www-form-urlencoded", &bad);
+    if (p->plan.src == S3_SRC_ASSUME) {
+      sign = &p->plan.source;
+      snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:sts", eff_region(p));
+      if (sign->token)
+        h = hdr_add(h, "X-Amz-Security-Token", sign->token, &bad);
     }
-    break;
   }
   if (bad) {
     curl_slist_free_all(h);
@@ -217,7 +256,7 @@ static void prov_fetch(s3_provider_t *p) {
   }
   p->net_attempt++;
   p->fetch = s3_fetch_start(p->cu, method, url, h, p->plan.body, tmo,
-                            p->ca_bundle, on_fetch, p);
+                            p->ca_bundle, sign, sigv4, on_fetch, p);
   if (!p->fetch)
     prov_fail(p, WS_ECREDS, "credentials: cannot start request to %s", url);
 }
@@ -230,9 +269,37 @@ static const char *src_name(s3_src_t s) {
     return "container";
   case S3_SRC_IMDS:
     return "imds";
+  case S3_SRC_ASSUME:
+    return "assume-role";
   default:
     return "?";
   }
+}
+
+static void prov_continue(s3_provider_t *p);
+
+/* A step of the IMDS region lookup answered (body NULL: it failed). */
+static void on_region(s3_provider_t *p, const char *body) {
+  size_t n = body ? strcspn(body, "\r\n") : 0;
+  char *v = n > 0 && n <= 32 ? strndup(body, n) : NULL;
+  if (v && p->imds == IMDS_REGION_TOKEN) {
+    p->imds_token = v;
+    p->imds = IMDS_REGION;
+    prov_fetch(p);
+    return;
+  }
+  if (v && s3_region_valid(v)) {
+    WS_LOGI("s3: region %s from IMDS", v);
+    p->found_region = v;
+  } else {
+    WS_LOGI("s3: no region set and none from IMDS at %s: using us-east-1",
+            p->plan.imds_base);
+    free(v);
+  }
+  free(p->imds_token);
+  p->imds_token = NULL;
+  p->imds = IMDS_TOKEN;
+  prov_continue(p);
 }
 
 static void on_fetch(void *arg, int status, long http, const char *body,
@@ -241,6 +308,10 @@ static void on_fetch(void *arg, int status, long http, const char *body,
   p->fetch = NULL;
   if (p->state == PROV_CLOSING)
     return;
+  if (p->imds >= IMDS_REGION_TOKEN) {
+    on_region(p, status == 0 && http == 200 ? body : NULL);
+    return;
+  }
   const char *src = src_name(p->plan.src);
   if (p->plan.src == S3_SRC_IMDS && (status != 0 || http != 200)) {
     prov_fail(p, WS_ECREDS,
@@ -274,6 +345,7 @@ static void on_fetch(void *arg, int status, long http, const char *body,
   int rc;
   switch (p->plan.src) {
   case S3_SRC_WEBID:
+  case S3_SRC_ASSUME:
     rc = s3_creds_parse_sts(body, len, &c);
     break;
   case S3_SRC_CONTAINER:
@@ -331,16 +403,37 @@ static void plan_after(uv_work_t *w, int status) {
     prov_fail(p, p->plan.status, "%s", p->plan.errmsg);
     return;
   }
+  if (!p->settings_done) { /* the client reads them once, after this */
+    p->settings_done = 1;
+    p->addr = p->plan.addressing;
+    p->endpoint = p->plan.endpoint;
+    p->found_region = p->plan.region;
+    p->plan.endpoint = p->plan.region = NULL;
+    if (!p->found_region && p->plan.imds_base) {
+      set_state(p, PROV_FETCHING);
+      p->net_attempt = 0;
+      p->imds = IMDS_REGION_TOKEN;
+      prov_fetch(p);
+      return;
+    }
+  }
+  prov_continue(p);
+}
+
+/* After the plan (and the region lookup): install or fetch. */
+static void prov_continue(s3_provider_t *p) {
   switch (p->plan.src) {
   case S3_SRC_ENV:
-  case S3_SRC_FILE: {
+  case S3_SRC_FILE:
+  case S3_SRC_PROCESS: {
     s3_creds_t c = p->plan.creds;
     memset(&p->plan.creds, 0, sizeof(p->plan.creds));
     prov_install(p, &c, NULL);
     return;
   }
   default:
-    set_state(p, PROV_FETCHING);
+    if (p->state != PROV_FETCHING)
+      set_state(p, PROV_FETCHING);
     p->net_attempt = 0;
     p->imds = IMDS_TOKEN;
     prov_fetch(p);
@@ -359,11 +452,17 @@ int s3_provider_new(uv_loop_t *loop, ws_curl_uv_t *cu,
   p->cb = cb;
   p->arg = arg;
   p->timeout_ms = cfg->creds_timeout_ms ? cfg->creds_timeout_ms : 5000;
+  p->process_timeout_ms = cfg->creds_process_timeout_ms
+                              ? cfg->creds_process_timeout_ms
+                              : S3_PROC_TIMEOUT_MS;
   p->profile = cfg->profile ? strdup(cfg->profile) : NULL;
   p->ca_bundle = cfg->ca_bundle ? strdup(cfg->ca_bundle) : NULL;
-  if ((cfg->profile && !p->profile) || (cfg->ca_bundle && !p->ca_bundle)) {
+  p->region = cfg->region ? strdup(cfg->region) : NULL;
+  if ((cfg->profile && !p->profile) || (cfg->ca_bundle && !p->ca_bundle) ||
+      (cfg->region && !p->region)) {
     free(p->profile);
     free(p->ca_bundle);
+    free(p->region);
     free(p);
     return -ENOMEM;
   }
@@ -393,7 +492,8 @@ void s3_provider_resolve(s3_provider_t *p, int force) {
   set_state(p, PROV_PLANNING);
   uv_timer_stop(&p->timer);
   s3_plan_clear(&p->plan);
-  s3_env_load(&p->env, p->profile);
+  s3_env_load(&p->env, p->profile, p->region);
+  p->env.process_timeout_ms = p->process_timeout_ms;
   if (uv_queue_work(p->loop, &p->work, plan_work, plan_after) != 0) {
     prov_fail(p, WS_ECREDS, "credentials: cannot queue work");
     return;
@@ -403,6 +503,13 @@ void s3_provider_resolve(s3_provider_t *p, int force) {
 
 int s3_provider_busy(const s3_provider_t *p) {
   return p->state == PROV_PLANNING || p->state == PROV_FETCHING;
+}
+
+void s3_provider_settings(const s3_provider_t *p, const char **region,
+                          const char **endpoint, ws_s3_addressing_t *addr) {
+  *region = p->found_region;
+  *endpoint = p->endpoint;
+  *addr = p->addr;
 }
 
 const char *s3_provider_errmsg(const s3_provider_t *p) {

@@ -1,5 +1,7 @@
 /* s3_creds_net.c - one small HTTP exchange on the client's multi handle, for
- * the network credential sources (STS, container endpoint, IMDSv2).
+ * the network credential sources (STS, container endpoint, IMDSv2). STS
+ * AssumeRole is signed (SigV4, service sts) with the source profile's
+ * credentials; the other calls are not signed.
  *
  * Owns: the easy handle, the header list it is given (freed at the end),
  * and a reply buffer capped at S3_CREDS_BODY_MAX. Thread: loop thread. The
@@ -60,7 +62,8 @@ static void on_done(ws_curl_uv_xfer_t *x, CURLcode cc) {
 s3_fetch_t *s3_fetch_start(ws_curl_uv_t *cu, const char *method,
                            const char *url, struct curl_slist *headers,
                            const char *body, unsigned timeout_ms,
-                           const char *ca_bundle, s3_fetch_cb cb, void *arg) {
+                           const char *ca_bundle, const s3_creds_t *sign,
+                           const char *sigv4, s3_fetch_cb cb, void *arg) {
   s3_fetch_t *f = calloc(1, sizeof(*f));
   if (!f) {
     curl_slist_free_all(headers);
@@ -90,6 +93,11 @@ s3_fetch_t *s3_fetch_start(ws_curl_uv_t *cu, const char *method,
     bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers) != CURLE_OK;
   if (ca_bundle)
     bad |= curl_easy_setopt(e, CURLOPT_CAINFO, ca_bundle) != CURLE_OK;
+  if (sign) {
+    bad |= curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_USERNAME, sign->akid) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_PASSWORD, sign->secret) != CURLE_OK;
+  }
   if (strcmp(method, "POST") == 0) {
     bad |= curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? body : "") !=
            CURLE_OK;

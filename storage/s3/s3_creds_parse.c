@@ -1,12 +1,14 @@
-/* s3_creds_parse.c - the local, pure half of the AWS credential chain.
+/* s3_creds_parse.c - the local half of the AWS credential chain.
  *
  * Decides which source to use, in the order AWS SDKs use: environment, the
- * shared credentials file (profile), web identity (IRSA: role ARN + token
- * file -> STS), container endpoint (EKS Pod Identity / ECS), IMDSv2. It reads
- * the files involved (credentials file, web identity token, container
- * authorization token), so s3_creds_plan() blocks: the provider runs it on
- * the libuv threadpool, tools may call it directly. Also parses the replies
- * of the network sources (JSON, STS XML) and times refreshes.
+ * profile (s3_profile.c: role_arn, credentials file keys,
+ * credential_process, config file keys), web identity (IRSA: role ARN +
+ * token file -> STS), container endpoint (EKS Pod Identity / ECS), IMDSv2.
+ * It reads the files involved (config and credentials files, web identity
+ * token, container authorization token) and may run credential_process, so
+ * s3_creds_plan() blocks: the provider runs it on the libuv threadpool,
+ * tools may call it directly. Also parses the replies of the network
+ * sources (JSON, STS XML) and times refreshes.
  * Every input is bounded (S3_CREDS_FILE_MAX, S3_CREDS_FIELD_MAX).
  */
 #include "s3-int.h"
@@ -53,7 +55,8 @@ static const char *env_get(const char *name) {
   return v && *v ? v : NULL;
 }
 
-void s3_env_load(s3_env_t *e, const char *profile_override) {
+void s3_env_load(s3_env_t *e, const char *profile_override,
+                 const char *region_override) {
   memset(e, 0, sizeof(*e));
   e->akid = env_get("AWS_ACCESS_KEY_ID");
   e->secret = env_get("AWS_SECRET_ACCESS_KEY");
@@ -74,6 +77,12 @@ void s3_env_load(s3_env_t *e, const char *profile_override) {
   e->container_token = env_get("AWS_CONTAINER_AUTHORIZATION_TOKEN");
   e->imds_endpoint = env_get("AWS_EC2_METADATA_SERVICE_ENDPOINT");
   e->imds_disabled = env_get("AWS_EC2_METADATA_DISABLED");
+  e->config_file = env_get("AWS_CONFIG_FILE");
+  e->endpoint_global = env_get("AWS_ENDPOINT_URL");
+  e->ignore_endpoints = env_get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+  e->process_timeout_ms = S3_PROC_TIMEOUT_MS;
+  if (region_override)
+    e->region = region_override;
 }
 
 static char *strip_dup(const char *s, size_t n) {
@@ -89,65 +98,34 @@ static char *strip_dup(const char *s, size_t n) {
 
 int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
                        s3_creds_t *out) {
+  s3_profile_t pr = {.name = profile};
+  size_t line;
+  int rc = s3_ini_parse(text, len, &pr.cred, &line);
+  if (rc)
+    return rc;
+  const char *a = s3_profile_get(&pr, profile, "aws_access_key_id");
+  const char *s = s3_profile_get(&pr, profile, "aws_secret_access_key");
+  const char *t = s3_profile_get(&pr, profile, "aws_session_token");
+  if (!t)
+    t = s3_profile_get(&pr, profile, "aws_security_token");
   s3_creds_t c = {0};
-  int in = 0, rc = 0;
-  const char *p = text, *end = text + len;
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    const char *le = nl ? nl : end;
-    char *line = strip_dup(p, (size_t)(le - p));
-    p = nl ? nl + 1 : end;
-    if (!line) {
-      rc = -ENOMEM;
-      goto cleanup;
-    }
-    size_t ll = strlen(line);
-    if (ll == 0 || line[0] == '#' || line[0] == ';') {
-      free(line);
-      continue;
-    }
-    if (line[0] == '[' && line[ll - 1] == ']') {
-      char *name = strip_dup(line + 1, ll - 2);
-      const char *n = name;
-      if (n && strncmp(n, "profile ", 8) == 0)
-        n += 8;
-      in = n && strcmp(n, profile) == 0;
-      free(name);
-      free(line);
-      continue;
-    }
-    char *eq = strchr(line, '=');
-    if (in && eq) {
-      char *k = strip_dup(line, (size_t)(eq - line));
-      char *v = strip_dup(eq + 1, strlen(eq + 1));
-      char **slot = NULL;
-      if (k && strcmp(k, "aws_access_key_id") == 0)
-        slot = &c.akid;
-      else if (k && strcmp(k, "aws_secret_access_key") == 0)
-        slot = &c.secret;
-      else if (k && (strcmp(k, "aws_session_token") == 0 ||
-                     strcmp(k, "aws_security_token") == 0))
-        slot = &c.token;
-      if (slot && v && *v) {
-        free(*slot);
-        *slot = v;
-        v = NULL;
-      }
-      free(k);
-      free(v);
-    }
-    free(line);
+  rc = WS_ENOTFOUND;
+  if (a && *a && s && *s) {
+    rc = -ENOMEM;
+    c.akid = strdup(a);
+    c.secret = strdup(s);
+    c.token = t && *t ? strdup(t) : NULL;
+    if (c.akid && c.secret && (!t || !*t || c.token))
+      rc = 0;
   }
-  if (!c.akid || !c.secret) {
-    rc = WS_ENOTFOUND;
-    goto cleanup;
+  s3_profile_free(&pr);
+  if (rc) {
+    s3_creds_clear(&c);
+    return rc;
   }
-  snprintf(c.source, sizeof(c.source), "shared-file:%s", profile);
+  snprintf(c.source, sizeof(c.source), "shared-file:%.40s", profile);
   *out = c;
   return 0;
-cleanup:
-  s3_creds_clear(&c);
-  return rc;
 }
 
 int s3_time_parse(const char *s, int64_t *out_ms) {
@@ -265,8 +243,7 @@ int64_t s3_creds_refresh_at(int64_t now_ms, int64_t expires_ms, uint32_t rnd) {
   return expires_ms - margin;
 }
 
-/* Reads a whole small file (blocking). */
-static int file_read(const char *path, char **out, size_t *outlen) {
+int s3_file_read(const char *path, char **out, size_t *outlen) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -errno;
@@ -330,41 +307,36 @@ static void plan_fail(s3_plan_t *p, s3_src_t src, const char *what,
     p->errmsg[0] = '\0';
 }
 
-static void plan_webid(const s3_env_t *e, s3_plan_t *p) {
+void s3_plan_webid(const s3_env_t *e, s3_plan_t *p, const char *role,
+                   const char *token_file, const char *session,
+                   const s3_profile_t *pr) {
   char *tok = NULL;
   size_t tl = 0;
-  int rc = file_read(e->web_token_file, &tok, &tl);
+  int rc = s3_file_read(token_file, &tok, &tl);
   if (rc) {
-    plan_fail(p, S3_SRC_WEBID, "web identity token file", e->web_token_file,
-              rc);
+    plan_fail(p, S3_SRC_WEBID, "web identity token file", token_file, rc);
     return;
   }
   char *t = strip_dup(tok, tl);
   free(tok);
   s3_buf_t b = {.max = 2 * S3_CREDS_FILE_MAX};
-  char session[64];
-  snprintf(session, sizeof(session), "weightswarm-%u", s3_rand32() % 1000000u);
-  const char *region = e->region ? e->region : "us-east-1";
-  char url[256];
-  snprintf(url, sizeof(url), "https://sts.%s.amazonaws.com/", region);
+  char def[64];
+  snprintf(def, sizeof(def), "weightswarm-%u", s3_rand32() % 1000000u);
   if (!t || !*t || form_add(&b, "Action", "AssumeRoleWithWebIdentity") ||
-      form_add(&b, "Version", "2011-06-15") ||
-      form_add(&b, "RoleArn", e->role_arn) ||
-      form_add(&b, "RoleSessionName",
-               e->session_name ? e->session_name : session) ||
+      form_add(&b, "Version", "2011-06-15") || form_add(&b, "RoleArn", role) ||
+      form_add(&b, "RoleSessionName", session ? session : def) ||
       form_add(&b, "WebIdentityToken", t)) {
     free(t);
     s3_buf_free(&b);
-    plan_fail(p, S3_SRC_WEBID, "web identity token file", e->web_token_file,
+    plan_fail(p, S3_SRC_WEBID, "web identity token file", token_file,
               WS_EBADMSG);
     return;
   }
   free(t);
   p->src = S3_SRC_WEBID;
   p->body = b.p;
-  p->url = strdup(e->sts_endpoint ? e->sts_endpoint : url);
-  if (!p->url)
-    p->status = -ENOMEM;
+  /* NULL when no region is known yet: the provider asks IMDS first. */
+  p->url = s3_profile_sts_url(e, pr, p->region ? p->region : e->region);
 }
 
 static void plan_container(const s3_env_t *e, s3_plan_t *p) {
@@ -382,7 +354,7 @@ static void plan_container(const s3_env_t *e, s3_plan_t *p) {
   if (e->container_token_file) {
     char *tok = NULL;
     size_t tl = 0;
-    int rc = file_read(e->container_token_file, &tok, &tl);
+    int rc = s3_file_read(e->container_token_file, &tok, &tl);
     if (rc) {
       plan_fail(p, S3_SRC_CONTAINER, "container authorization token file",
                 e->container_token_file, rc);
@@ -403,9 +375,43 @@ static void plan_container(const s3_env_t *e, s3_plan_t *p) {
     p->status = -ENOMEM;
 }
 
+/* The sources after the profile: web identity, container, IMDS. */
+static void plan_machine(const s3_env_t *e, const s3_profile_t *pr,
+                         s3_plan_t *p) {
+  if (e->role_arn && e->web_token_file) {
+    s3_plan_webid(e, p, e->role_arn, e->web_token_file, e->session_name, pr);
+    return;
+  }
+  if (e->container_full_uri || e->container_rel_uri) {
+    plan_container(e, p);
+    return;
+  }
+  if (p->imds_base) {
+    p->src = S3_SRC_IMDS;
+    if (!(p->url = strdup(p->imds_base)))
+      p->status = -ENOMEM;
+    return;
+  }
+  p->src = S3_SRC_NONE;
+  p->status = WS_ECREDS;
+  snprintf(p->errmsg, sizeof(p->errmsg),
+           "no AWS credentials: tried environment, profile %.64s in %.160s "
+           "and %.160s, web identity, container endpoint; IMDS disabled",
+           pr->name, *pr->cred_path ? pr->cred_path : "(no HOME)",
+           *pr->cfg_path ? pr->cfg_path : "(no HOME)");
+}
+
 void s3_creds_plan(const s3_env_t *e, s3_plan_t *p) {
   memset(p, 0, sizeof(*p));
-  const char *profile = e->profile ? e->profile : "default";
+  s3_profile_t pr;
+  char err[S3_ERRMSG_LEN];
+  if (s3_profile_load(e, &pr, err, sizeof(err))) {
+    p->status = WS_ECREDS;
+    snprintf(p->errmsg, sizeof(p->errmsg), "AWS config: %.480s", err);
+    return;
+  }
+  if (s3_profile_settings(e, &pr, p))
+    goto out;
   if (e->akid && e->secret) {
     p->src = S3_SRC_ENV;
     p->creds.akid = strdup(e->akid);
@@ -414,51 +420,20 @@ void s3_creds_plan(const s3_env_t *e, s3_plan_t *p) {
     snprintf(p->creds.source, sizeof(p->creds.source), "env");
     if (!p->creds.akid || !p->creds.secret || (e->token && !p->creds.token))
       p->status = -ENOMEM;
-    return;
+    goto out;
   }
-  char path[4096] = "";
-  if (e->shared_file)
-    snprintf(path, sizeof(path), "%s", e->shared_file);
-  else if (e->home)
-    snprintf(path, sizeof(path), "%s/.aws/credentials", e->home);
-  if (*path) {
-    char *text = NULL;
-    size_t len = 0;
-    if (file_read(path, &text, &len) == 0) {
-      int rc = s3_creds_parse_ini(text, len, profile, &p->creds);
-      free(text);
-      if (rc == 0) {
-        p->src = S3_SRC_FILE;
-        return;
-      }
-    }
-  }
-  if (e->role_arn && e->web_token_file) {
-    plan_webid(e, p);
-    return;
-  }
-  if (e->container_full_uri || e->container_rel_uri) {
-    plan_container(e, p);
-    return;
-  }
-  if (!(e->imds_disabled && strcasecmp(e->imds_disabled, "true") == 0)) {
-    p->src = S3_SRC_IMDS;
-    p->url =
-        strdup(e->imds_endpoint ? e->imds_endpoint : "http://169.254.169.254");
-    if (!p->url)
-      p->status = -ENOMEM;
-    return;
-  }
-  p->src = S3_SRC_NONE;
-  p->status = WS_ECREDS;
-  snprintf(p->errmsg, sizeof(p->errmsg),
-           "no AWS credentials: tried environment, shared file %s "
-           "(profile %s), web identity, container endpoint; IMDS disabled",
-           *path ? path : "(no HOME)", profile);
+  if (!s3_profile_creds(e, &pr, p))
+    plan_machine(e, &pr, p);
+out:
+  s3_profile_free(&pr);
 }
 
 void s3_plan_clear(s3_plan_t *p) {
   s3_creds_clear(&p->creds);
+  s3_creds_clear(&p->source);
+  free(p->region);
+  free(p->endpoint);
+  free(p->imds_base);
   free(p->url);
   free(p->body);
   free(p->auth);

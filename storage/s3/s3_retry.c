@@ -7,10 +7,14 @@
  * 4xx codes are fixable by re-signing: ExpiredToken (refresh credentials)
  * and RequestTimeTooSkewed (sign again now); those get one more try.
  * Backoff is "full jitter" (uniform in [0, min(cap, base * 2^n)]), which
- * spreads a fleet's retries after a shared outage. Pure; any thread.
+ * spreads a fleet's retries after a shared outage. A final answer saying
+ * the bucket is in another region gets a message naming that region
+ * (s3_region_hint). Pure; any thread.
  */
 #include "s3-int.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -95,4 +99,36 @@ uint64_t s3_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int s3_region_hint(long http, const char *code, const char *hdr_region,
+                   const char *doc, size_t doclen, const char *bucket,
+                   const char *region, char *out, size_t outlen) {
+  int redirect = http == 301 || code_is(code, "PermanentRedirect");
+  int bad400 = http == 400 && (code_is(code, "AuthorizationHeaderMalformed") ||
+                               code_is(code, "IllegalLocationConstraint"));
+  if (!redirect && !bad400)
+    return 0;
+  char *doc_region = NULL;
+  const char *where =
+      hdr_region && s3_region_valid(hdr_region) ? hdr_region : NULL;
+  if (!where && doc && doclen &&
+      s3_xml_get(doc, doclen, "Region", 40, &doc_region) == 0 &&
+      s3_region_valid(doc_region))
+    where = doc_region;
+  int wrote = 1;
+  if (where && strcmp(where, region) != 0)
+    snprintf(out, outlen,
+             "bucket %s is in %s, not %s: set AWS_REGION=%s or region in the "
+             "profile",
+             bucket, where, region, where);
+  else if (!where && redirect)
+    snprintf(out, outlen,
+             "bucket %s is not in %s (HTTP %ld%s%s, no region named): set "
+             "AWS_REGION or region in the profile to the bucket's region",
+             bucket, region, http, code ? " " : "", code ? code : "");
+  else
+    wrote = 0; /* same region: the answer has another cause */
+  free(doc_region);
+  return wrote;
 }

@@ -106,6 +106,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     r->have_cr = 0;
     free(r->hdr_etag);
     r->hdr_etag = NULL;
+    r->hdr_region[0] = '\0';
     return len;
   }
   const char *colon = memchr(p, ':', l);
@@ -130,6 +131,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   } else if (nl == 4 && strncasecmp(p, "ETag", 4) == 0) {
     free(r->hdr_etag);
     r->hdr_etag = etag_dup(v, vl);
+  } else if (nl == 19 && strncasecmp(p, "x-amz-bucket-region", 19) == 0 &&
+             vl < sizeof(r->hdr_region)) {
+    memcpy(r->hdr_region, v, vl); /* checked by s3_region_hint */
+    r->hdr_region[vl] = '\0';
   }
   return len;
 }
@@ -563,6 +568,11 @@ static void xfer_failed(ws_s3_req_t *r, CURLcode cc, int short_body,
   if (status == WS_ES3AUTH && !code) /* HEAD answers carry no error body */
     snprintf(why, sizeof(why),
              "HTTP %ld: credentials rejected or access denied", r->http);
+  if (cc == CURLE_OK && !r->verr &&
+      s3_region_hint(r->http, code, r->hdr_region, r->xml.p, r->xml.len,
+                     r->bucket, r->s3->region[0] ? r->s3->region : "us-east-1",
+                     why, sizeof(why)))
+    status = WS_ES3;
   if (r->attempts > 1)
     s3_req_errmsg(r, "%s (after %u attempts)", why, r->attempts);
   else

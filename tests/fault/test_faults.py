@@ -105,8 +105,8 @@ def test_corrupt_peer_is_banned_and_nothing_corrupt_is_cached(swarm, pub, rel, t
     ws.wait_ready(leechers, pub["digest"], timeout=300)
     for p in leechers:
         check(p, pub["digest"], rel)
-    banned = sum(p.metric("ws_p2pd_peers_banned_total") for p in leechers)
-    failed = sum(p.metric("ws_p2pd_chunks_failed_total") for p in leechers)
+    banned = sum(p.metric("weightswarm_p2pd_peers_banned_total") for p in leechers)
+    failed = sum(p.metric("weightswarm_p2pd_chunks_failed_total") for p in leechers)
     assert banned >= 1 and failed >= 1, (banned, failed)
     # The bad seed's own cache is fine: it corrupts only what it sends.
     check(bad, pub["digest"], rel)

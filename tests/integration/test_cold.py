@@ -116,7 +116,7 @@ def test_wrong_secret_fails_fast_without_retry_storm(rgw, s3env, published, tmp_
         assert "403" in r.stderr or "denied" in r.stderr.lower() or "signature" in r.stderr.lower() \
             or "credential" in r.stderr.lower(), r.stderr
         assert time.time() - t0 < 10
-        assert d.metric("ws_p2pd_s3_requests_total") <= 3
+        assert d.metric("weightswarm_p2pd_s3_requests_total") <= 3
     finally:
         d.stop()
 
@@ -158,7 +158,7 @@ def test_s3_outage_10s_then_completes(rgw, s3env, published, tmp_path):
         r = d.ctl("wait", published["digest"], "--timeout", "300")
         assert r.returncode == 0, r.stderr + d.tail()
         check_release(d, published["digest"], published["src"])
-        assert d.metric("ws_p2pd_s3_retries_total") >= 1
+        assert d.metric("weightswarm_p2pd_s3_retries_total") >= 1
     finally:
         d.stop()
 
@@ -172,7 +172,7 @@ def test_flipped_byte_is_refetched_never_published(rgw, s3env, published, tmp_pa
         r = d.ctl("prefetch", published["uri"], "--wait")
         assert r.returncode == 0, r.stderr + d.tail()
         assert proxy.flipped == 1
-        assert d.metric("ws_p2pd_chunks_failed_total") >= 1
+        assert d.metric("weightswarm_p2pd_chunks_failed_total") >= 1
         check_release(d, published["digest"], published["src"])
     finally:
         d.stop()

@@ -156,7 +156,7 @@ def test_chunk_is_served_in_pieces_while_it_arrives(rgw, s3env, tmp_path):
         assert pieces[first] >= 2, pieces
         assert first_piece[first] < have_at[first] - 0.5, (first_piece, have_at)
         assert all(pieces[g] == 1 for g in range(NCHUNKS) if g != first), pieces
-        assert p.metric("ws_p2pd_peer_chunks_served_live_total") == 1
+        assert p.metric("weightswarm_p2pd_peer_chunks_served_live_total") == 1
         assert not any(t == wsproto.T["HAVE"] and b.get("p") for t, b in plain_seen)
         rej = [b for t, b in plain_seen if t == wsproto.T["REJECT"]]
         assert rej and rej[0]["c"] == 0 and rej[0]["id"] == 7 and rej[0]["r"] == 0, plain_seen
@@ -221,8 +221,8 @@ def test_mux_neighbour_gets_pieces_of_chunks_arriving_at_once(rgw, s3env, tmp_pa
         switches = sum(1 for a, b in zip(order, order[1:]) if a != b)
         assert switches > 2 * NCHUNKS, order
         assert again is not None and bytes(again) == data[:MiB]
-        assert p.metric("ws_p2pd_peer_chunks_served_live_total") == NCHUNKS
-        assert p.metric("ws_p2pd_peer_chunks_served_total") == NCHUNKS + 1
+        assert p.metric("weightswarm_p2pd_peer_chunks_served_live_total") == NCHUNKS
+        assert p.metric("weightswarm_p2pd_peer_chunks_served_total") == NCHUNKS + 1
     finally:
         if c is not None:
             c.close()
@@ -271,8 +271,8 @@ def test_chunk_failing_its_hash_ends_the_pieces_with_reject(rgw, s3env, tmp_path
         assert len(rejected) == 1 and rejected[0][0] == 0, rejected
         assert 0 < rejected[0][1] < MiB, rejected
         assert done[0] == data
-        assert p.metric("ws_p2pd_peer_chunks_served_live_total") == 1
-        assert p.metric("ws_p2pd_chunks_failed_total") >= 1
+        assert p.metric("weightswarm_p2pd_peer_chunks_served_live_total") == 1
+        assert p.metric("weightswarm_p2pd_chunks_failed_total") >= 1
         ok, bad = ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))
         assert ok, bad
     finally:

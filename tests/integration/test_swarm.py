@@ -134,8 +134,8 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
         assert st in (200, 201), body
         ws.wait_ready([fetch], d, timeout=300)
         check(fetch, d, rel)
-        assert fetch.metric("ws_p2pd_peer_receive_errors_total") == 0, fetch.tail()
-        assert fetch.metric("ws_p2pd_buffers_peak") > 0
+        assert fetch.metric("weightswarm_p2pd_peer_receive_errors_total") == 0, fetch.tail()
+        assert fetch.metric("weightswarm_p2pd_buffers_peak") > 0
     finally:
         for p in ([fetch] if fetch else []) + [seed]:
             p.stop()
@@ -327,7 +327,7 @@ def test_pieces_of_four_chunks_interleaved_are_taken(s3env, tmp_path):
         assert ws.release_state(p, d)["state"] == "ready", p.tail()
         ok, bad = ws.tree_equal(str(rel), os.path.join(p.cache, "releases", d))
         assert ok, bad
-        assert p.metric("ws_p2pd_peer_chunks_total") == 16
+        assert p.metric("weightswarm_p2pd_peer_chunks_total") == 16
     finally:
         p.stop()
 
@@ -341,6 +341,6 @@ def test_fifth_chunk_in_pieces_at_once_closes_the_connection(s3env, tmp_path):
         fifth = next(k for k, e in enumerate(log) if e[0] == "open" and e[2] == 5)
         assert all(e[0] == "open" for e in log[fifth:-1]), log
         assert "more than 4 chunks in pieces at once" in p.tail(), p.tail()
-        assert p.metric("ws_p2pd_peer_neighbors") == 0
+        assert p.metric("weightswarm_p2pd_peer_neighbors") == 0
     finally:
         p.stop()

@@ -5,6 +5,7 @@
  */
 #include "trk_fixture.h"
 #include "trk_json.h"
+#include "trk_metrics.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -395,13 +396,16 @@ static void test_json_and_metrics(void **state) {
 
   char *m = NULL;
   size_t len = 0;
-  assert_int_equal(trk_metrics_text(t, 3000, &m, &len), 0);
+  assert_int_equal(trk_metrics_text(t, NULL, 3000, &m, &len), 0);
   assert_int_equal(strlen(m), len);
-  assert_non_null(strstr(m, "\np2p_tracker_peers 2\n"));
-  assert_non_null(strstr(m, "# TYPE p2p_tracker_announces_total counter\n"));
-  assert_non_null(strstr(m, "p2p_tracker_swarm_chunks_held{digest=\"sha256-" HEX
-                            "\"} 1\n"));
-  assert_non_null(strstr(m, "p2p_tracker_swarm_leases_completed_total{"));
+  assert_non_null(strstr(m, "\nweightswarm_tracker_peers 2\n"));
+  assert_non_null(
+      strstr(m, "# TYPE weightswarm_tracker_announces_total counter\n"));
+  assert_non_null(strstr(m, "weightswarm_tracker_swarm_chunks_held{model="
+                            "\"llama\",digest=\"sha256-" HEX "\"} 1\n"));
+  assert_non_null(
+      strstr(m, "weightswarm_tracker_swarm_leases_completed_total{"));
+  assert_non_null(strstr(m, "weightswarm_tracker_build_info{version=\""));
   free(m);
   trk_tracker_free(t);
 }

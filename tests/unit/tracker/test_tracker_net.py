@@ -241,8 +241,8 @@ def test_http_api_and_prefetch(trk):
     st, body = trk.call("GET", "/api/v1/swarms/sha256-" + "00" * 32)
     assert st == 404
     st, _, metrics = trk.get("/metrics")
-    assert b"\np2p_tracker_peers 1\n" in metrics
-    assert b"p2p_tracker_conns 1\n" in metrics
+    assert b"\nweightswarm_tracker_peers 1\n" in metrics
+    assert b"weightswarm_tracker_conns 1\n" in metrics
     # Prefetch by URI of another release; by digest of the known one.
     other = "cd" * 32
     st, body = trk.call("POST", "/api/v1/prefetch",

@@ -64,7 +64,7 @@ def main():
 
         man = os.path.join(tmp, "manifest.json")
         t0 = time.monotonic()
-        r = ctl("create", rel, "--chunk-size", "16M", "--model", "org/m",
+        r = ctl("create", rel, "--chunk-size", "16Mi", "--model", "org/m",
                 "--version", "1")
         dt = time.monotonic() - t0
         with open(man, "wb") as f:

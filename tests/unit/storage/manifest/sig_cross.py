@@ -36,7 +36,7 @@ def main():
         with open(os.path.join(rel, "sub", "config.json"), "w") as f:
             f.write('{"a": 1}\n')
         man = os.path.join(tmp, "manifest.json")
-        r = ctl("create", rel, "--chunk-size", "1M", "--model", "m")
+        r = ctl("create", rel, "--chunk-size", "1Mi", "--model", "m")
         check("create exits 0", r.returncode == 0)
         with open(man, "wb") as f:
             f.write(r.stdout)

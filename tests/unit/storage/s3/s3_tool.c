@@ -2,7 +2,7 @@
  * tests (tests/integration/test_s3_*.py). One loop, one client, one
  * command; prints errors once to stderr and exits non-zero on failure.
  *
- *   s3_tool creds
+ *   s3_tool creds [-v]     (-v: also "expires_ms=N region=R")
  *   s3_tool head s3://b/k
  *   s3_tool get s3://b/k OUT [--range A-B] [--pause-every N]
  *   s3_tool put FILE s3://b/k [--part-size N] [--sha256]
@@ -55,6 +55,9 @@ static void on_creds(ws_s3_req_t *req, int status, void *arg) {
   }
   printf("source=%s access_key_id=%s\n", ws_s3_creds_source(T.s3),
          ws_s3_creds_access_key(T.s3));
+  if (arg)
+    printf("expires_ms=%lld region=%s\n", (long long)ws_s3_creds_expiry(T.s3),
+           ws_s3_region(T.s3));
 }
 
 static void on_head(ws_s3_req_t *req, int status, void *arg) {
@@ -191,7 +194,7 @@ static int parse_u64(const char *s, uint64_t *out) {
 }
 
 static int usage(void) {
-  fputs("usage: s3_tool [--stats] creds | head URI | get URI OUT "
+  fputs("usage: s3_tool [--stats] creds [-v] | head URI | get URI OUT "
         "[--range A-B] [--pause-every N] | put FILE URI [--part-size N] "
         "[--sha256] | ls URI [--delimiter D]\n",
         stderr);
@@ -201,7 +204,9 @@ static int usage(void) {
 static int start(int argc, char **argv) {
   const char *cmd = argv[0];
   if (strcmp(cmd, "creds") == 0) {
-    return ws_s3_creds_resolve(T.s3, on_creds, NULL) ? 0 : -ENOMEM;
+    int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+    return ws_s3_creds_resolve(T.s3, on_creds, verbose ? &T : NULL) ? 0
+                                                                    : -ENOMEM;
   }
   if (argc < 2 ||
       ws_s3_uri_parse(argv[strcmp(cmd, "put") == 0 ? 2 : 1], &T.uri) != 0)
