@@ -1,6 +1,6 @@
 /* api.c - p2pd's local HTTP/JSON API (routes listed in docs/operations.md):
  * health, readiness, metrics, prefetch, seed, release list/status/wait,
- * pin, unpin, evict, verify.
+ * pin, unpin, evict, verify; holds are in api_hold.c.
  *
  * The only place where error codes of the release layer and of seed
  * imports become HTTP statuses and bodies. Owns the HTTP server and the
@@ -21,6 +21,7 @@
 
 #include "core/tunables.h"
 #include "metrics.h"
+#include "release/tag_prefetch.h"
 #include "seed.h"
 #include "ws_httpd.h"
 #include "ws_log.h"
@@ -192,6 +193,42 @@ static int api_prefetch_refused_status(int err, const char *why) {
   }
 }
 
+/* ---- prefetch by tag (release/tag_prefetch.h): resolved once, then by digest
+ * ---- */
+
+static void api_tag_done(void *arg, int status, peer_release_t *rel,
+                         const char *why) {
+  ws_httpd_req_t *req = arg;
+  if (status != 0)
+    ws_httpd_reply_error(req,
+                         status == WS_ES3NOKEY || status == WS_EBADMSG
+                             ? (status == WS_ES3NOKEY ? 404 : 422)
+                             : peer_api_status_for(status),
+                         status, why);
+  else
+    api_watch(req, rel, PEER_REL_WATCH_RESOLVED, 0);
+}
+
+static void api_tag_gone(ws_httpd_req_t *req, void *arg) {
+  peer_tag_cancel(arg);
+  ws_httpd_req_drop(req);
+}
+
+/* POST prefetch with uri s3://B/P/MODEL/:TAG. Takes req. */
+static void api_prefetch_tag(peer_api_t *api, ws_httpd_req_t *req,
+                             const char *uri) {
+  peer_tag_op_t *op;
+  int rc =
+      peer_tag_prefetch(api->ctx, api->releases, uri, api_tag_done, req, &op);
+  if (rc == WS_EUSAGE)
+    ws_httpd_reply_error(req, 400, rc,
+                         "tagged uri must be s3://BUCKET/PREFIX/MODEL/:TAG");
+  else if (rc != 0)
+    ws_httpd_reply_error(req, 500, rc, NULL);
+  else
+    ws_httpd_req_on_gone(req, api_tag_gone, op);
+}
+
 static void api_prefetch(ws_httpd_req_t *req, void *arg) {
   peer_api_t *api = arg;
   cJSON *body = NULL;
@@ -221,11 +258,16 @@ static void api_prefetch(ws_httpd_req_t *req, void *arg) {
     ws_httpd_reply_error(req, 400, WS_EUSAGE, "give uri and/or digest");
     goto free_body;
   }
+  if (u != NULL && !has_expect && strstr(u, "/:") != NULL) {
+    api_prefetch_tag(api, req, u);
+    goto free_body;
+  }
   int rc = peer_release_prefetch(api->releases, u, has_expect ? &expect : NULL,
                                  &rel, &why);
   if (rc != 0) {
     ws_httpd_reply_error(req, api_prefetch_refused_status(rc, why), rc, why);
   } else {
+    peer_release_claim(rel); /* already READY: current again */
     /* Answered once the release has left BEGINNING or failed. */
     api_watch(req, rel, PEER_REL_WATCH_RESOLVED, 0);
     peer_release_unref(rel);
@@ -528,6 +570,7 @@ static void api_release(ws_httpd_req_t *req, void *arg) {
       }
       timeout_ms = v > PEER_WAIT_TIMEOUT_MAX_MS ? PEER_WAIT_TIMEOUT_MAX_MS : v;
     }
+    peer_release_claim(rel); /* a server waits on it: current now */
     api_watch(req, rel, PEER_REL_WATCH_READY, timeout_ms);
   } else if (strcmp(action, "pin") == 0 && post) {
     api_action(api, req, rel, ACT_PIN);
@@ -535,6 +578,8 @@ static void api_release(ws_httpd_req_t *req, void *arg) {
     api_action(api, req, rel, ACT_UNPIN);
   } else if (strcmp(action, "verify") == 0 && post) {
     api_action(api, req, rel, ACT_VERIFY);
+  } else if (strncmp(action, "holds/", 6) == 0 && !get) {
+    peer_api_hold(req, rel, action + 6); /* api_hold.c */
   } else {
     ws_httpd_reply_error(req, 404, WS_ENOTFOUND, "no such action");
   }

@@ -31,4 +31,11 @@ void peer_api_free(peer_api_t *api);
 /* HTTP status for an error of a release or request. */
 int peer_api_status_for(int err);
 
+struct ws_httpd_req_s;
+/* POST or DELETE /api/v1/releases/<digest>/holds/<name> for rel (found);
+ * name borrowed for the call. Answers req now or once the cache has the
+ * change (api_hold.c). */
+void peer_api_hold(struct ws_httpd_req_s *req, peer_release_t *rel,
+                   const char *name);
+
 #endif

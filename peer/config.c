@@ -35,7 +35,9 @@ typedef enum {
   KEY_NODE_ID,
   KEY_ZONE,
   KEY_ZONE_FILE,
+  KEY_LABEL,
   KEY_METRICS,
+  KEY_HF_CACHE,
   KEY_UPLOAD_RATE,
   KEY_DOWNLOAD_RATE,
   KEY_MAX_NEIGHBORS,
@@ -75,8 +77,14 @@ static const ws_arg_t k_keys[KEY_LAST] = {
                   "zone label; peers in the same zone are preferred"},
     [KEY_ZONE_FILE] = {"zone-file", "P2P_ZONE_FILE", "FILE", WS_ARG_STR, 0,
                        "read the zone from the file's first line"},
+    [KEY_LABEL] = {"label", "P2P_LABELS", "K=V", WS_ARG_STR, 0,
+                   "node label for targeted prefetch; repeatable "
+                   "(P2P_LABELS=k=v,k2=v2)"},
     [KEY_METRICS] = {"metrics", "P2P_METRICS", "HOST:PORT", WS_ARG_STR, 0,
                      "read-only /metrics, /healthz, /readyz on TCP"},
+    [KEY_HF_CACHE] = {"hf-cache", "P2P_HF_CACHE", "DIR", WS_ARG_STR, 0,
+                      "keep a Hugging Face hub cache view of ready releases "
+                      "in DIR"},
     [KEY_UPLOAD_RATE] = {"upload-rate", "P2P_UPLOAD_RATE", "SIZE", WS_ARG_SIZE,
                          0, "upload cap in bytes/s (0 = unlimited)"},
     [KEY_DOWNLOAD_RATE] = {"download-rate", "P2P_DOWNLOAD_RATE", "SIZE",
@@ -339,6 +347,39 @@ static int config_zone_file(const char *path, char **out) {
   return *out != NULL ? 0 : -ENOMEM;
 }
 
+/* --label K=V (every occurrence on the command line; ws_args keeps only
+ * the last), else P2P_LABELS / the config file's "label" (a comma list),
+ * into cfg->labels in canonical form (ws_labels.h). */
+static int config_labels(peer_settings_t *cfg, int argc, char **argv,
+                         const char *fallback) {
+  int rc = 0, seen = 0;
+  cfg->labels = calloc(1, WS_LABELS_MAX + 1u);
+  if (cfg->labels == NULL)
+    return -ENOMEM;
+  for (int i = 1; i < argc && rc == 0; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0)
+      break;
+    if (strncmp(a, "--label=", 8) == 0) {
+      seen = 1;
+      rc = ws_labels_add(cfg->labels, WS_LABELS_MAX + 1u, a + 8);
+    } else if (strcmp(a, "--label") == 0 && i + 1 < argc) {
+      seen = 1;
+      a = argv[++i];
+      rc = ws_labels_add(cfg->labels, WS_LABELS_MAX + 1u, a);
+    }
+    if (rc != 0)
+      fprintf(stderr,
+              "p2pd: --label '%s': want KEY=VALUE (key [A-Za-z0-9._/-] "
+              "<= %d, value [A-Za-z0-9._-] <= %d, at most %d labels)\n",
+              a, WS_LABEL_KEY_MAX, WS_LABEL_VALUE_MAX, WS_LABELS_COUNT_MAX);
+  }
+  if (rc == 0 && !seen && fallback != NULL &&
+      (rc = ws_labels_add(cfg->labels, WS_LABELS_MAX + 1u, fallback)) != 0)
+    fprintf(stderr, "p2pd: P2P_LABELS '%s': want k=v,k2=v2\n", fallback);
+  return rc == 0 ? 0 : WS_EUSAGE;
+}
+
 /* The swarm settings (called after the common ones parsed). */
 static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   int rc;
@@ -476,6 +517,8 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
       (rc = config_dup(&cfg->config_file, cfile)) != 0 ||
       (rc = config_dup(&cfg->metrics, v[KEY_METRICS])) != 0 ||
       (rc = config_dup(&cfg->zone_file, v[KEY_ZONE_FILE])) != 0 ||
+      (rc = config_dup(&cfg->hf_cache, v[KEY_HF_CACHE])) != 0 ||
+      (rc = config_labels(cfg, argc, argv, v[KEY_LABEL])) != 0 ||
       (rc = config_load_swarm(cfg, v)) != 0) {
     peer_config_free(cfg);
     goto free_file;
@@ -499,6 +542,8 @@ void peer_config_free(peer_settings_t *cfg) {
   free(cfg->node_id);
   free(cfg->zone);
   free(cfg->zone_file);
+  free(cfg->labels);
+  free(cfg->hf_cache);
   free(cfg->metrics);
   memset(cfg, 0, sizeof(*cfg));
 }

@@ -157,6 +157,10 @@ static void daemon_list_ready(peer_daemon_t *d, daemon_open_t *o) {
     if (peer_releases_add_ready(d->releases, o->ready[i], o->infos[i].pinned,
                                 o->infos[i].published_ns / 1000000u) != 0)
       WS_LOGE("out of memory listing releases");
+    else /* holds persisted in state/ (peer_release_hold) */
+      peer_release_holds_set(
+          peer_release_find(d->releases, &o->ready[i]->digest),
+          o->infos[i].holds, o->infos[i].nholds);
     if (d->swarm != NULL) {
       peer_swarm_add_ready(d->swarm, o->ready[i], o->ready_bytes[i],
                            o->ready_len[i]);

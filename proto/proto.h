@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "ws_err.h"
+#include "ws_labels.h"
 
 /* ---- constants and limits (a remote can grow nothing beyond these) ---- */
 
@@ -166,6 +167,9 @@ typedef struct {
   uint16_t port;                    /* listen port, 0 = none */
   uint8_t role;                     /* ws_role_t */
   char zone[WS_ZONE_MAX + 1];       /* may be empty */
+  /* Optional node labels, canonical "k=v,k2=v2" (ws_labels.h), key "lb";
+   * empty is not sent, and peers that predate it never send it. */
+  char labels[WS_LABELS_MAX + 1];
 } ws_hello_t;
 
 typedef struct {

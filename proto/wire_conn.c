@@ -79,10 +79,12 @@ static bool cfg_valid(const wire_conn_cfg_t *cfg, const wire_conn_cbs_t *cbs) {
     return false;
   return id_len > 0 && id_len < sizeof(cfg->node_id) &&
          strnlen(cfg->zone, sizeof(cfg->zone)) < sizeof(cfg->zone) &&
-         cfg->role < WS_ROLE_LAST && cfg->connect_timeout_ms > 0 &&
-         cfg->handshake_timeout_ms > 0 && cfg->linger_timeout_ms > 0 &&
-         cfg->max_body >= WS_MAX_BODY_PREAUTH && cfg->max_body <= WS_MAX_BODY &&
-         cfg->max_payload <= WS_MAX_PAYLOAD && cfg->sendq_max_bytes > 0 &&
+         strnlen(cfg->labels, sizeof(cfg->labels)) < sizeof(cfg->labels) &&
+         ws_labels_valid(cfg->labels) && cfg->role < WS_ROLE_LAST &&
+         cfg->connect_timeout_ms > 0 && cfg->handshake_timeout_ms > 0 &&
+         cfg->linger_timeout_ms > 0 && cfg->max_body >= WS_MAX_BODY_PREAUTH &&
+         cfg->max_body <= WS_MAX_BODY && cfg->max_payload <= WS_MAX_PAYLOAD &&
+         cfg->sendq_max_bytes > 0 &&
          cfg->sendq_low_bytes < cfg->sendq_max_bytes;
 }
 

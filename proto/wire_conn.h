@@ -61,6 +61,7 @@ typedef struct {
   uint16_t listen_port;             /* 0 = not listening */
   uint8_t role;                     /* ws_role_t */
   char zone[WS_ZONE_MAX + 1];
+  char labels[WS_LABELS_MAX + 1]; /* canonical "k=v,..." or "" (HELLO lb) */
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
   uint32_t idle_timeout_ms; /* 0 = never */
@@ -78,6 +79,7 @@ typedef struct {
   uint16_t listen_port;
   uint8_t role; /* ws_role_t as claimed; trust it only after on_ready */
   char zone[WS_ZONE_MAX + 1];
+  char labels[WS_LABELS_MAX + 1]; /* "" from peers that send none */
   char addr[64];
   uint16_t addr_port;
 } wire_peer_t;

@@ -280,6 +280,7 @@ static int io_send_hs_frame(wire_conn_t *c, bool hello) {
     memset(&h, 0, sizeof(h));
     memcpy(h.node_id, c->cfg.node_id, sizeof(h.node_id));
     memcpy(h.zone, c->cfg.zone, sizeof(h.zone));
+    memcpy(h.labels, c->cfg.labels, sizeof(h.labels));
     h.port = c->cfg.listen_port;
     h.role = c->cfg.role;
     rc = ws_hs_hello_encode(&c->hs, &h, &it->pb);
@@ -331,6 +332,7 @@ static int io_handshake_frame(wire_conn_t *c, const ws_frame_t *f) {
       return rc;
     memcpy(c->peer.node_id, h.node_id, sizeof(c->peer.node_id));
     memcpy(c->peer.zone, h.zone, sizeof(c->peer.zone));
+    memcpy(c->peer.labels, h.labels, sizeof(c->peer.labels));
     c->peer.listen_port = h.port;
     c->peer.role = h.role;
     return c->initiator ? io_send_hs_frame(c, false) : 0;

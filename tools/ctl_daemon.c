@@ -2,7 +2,8 @@
  * unix-socket API (ctl_http.h):
  *
  *   prefetch URI|DIGEST [--digest D] [--wait] [--timeout S] [--json]
- *   wait DIGEST [--timeout S] [--json]     exit 0 only once it is ready
+ *   wait DIGEST [--timeout S] [--json] [--hold NAME [--hold-ttl D]]
+ *                                          exit 0 only once it is ready
  *   status [DIGEST] [--json]
  *   ls [--json]
  *   pin DIGEST | unpin DIGEST | evict DIGEST
@@ -53,6 +54,8 @@ typedef struct {
   int json;
   double timeout_s;      /* < 0: none */
   uint64_t retry_for_ms; /* keep retrying while p2pd is unreachable */
+  const char *hold;      /* wait --hold NAME (ctl_hold.c) */
+  uint64_t hold_ttl_ms;
 } dargs_t;
 
 /* The options of the daemon commands; each command takes a subset. */
@@ -76,6 +79,13 @@ static const ws_arg_t o_retry = {
     "with backoff, for this long (default 120s; 0 = fail at once)"};
 static const ws_arg_t o_json = {"json",      NULL, NULL,
                                 WS_ARG_BOOL, 0,    "print the reply as JSON"};
+static const ws_arg_t o_hold = {
+    "hold", NULL,
+    "NAME", WS_ARG_STR,
+    0,      "once ready, take the named hold (never evicted while held)"};
+static const ws_arg_t o_hold_ttl = {
+    "hold-ttl",      NULL, "DURATION",
+    WS_ARG_DURATION, 0,    "the hold lapses unless renewed (default: never)"};
 static const ws_arg_t o_manifest = {
     "manifest", NULL, "FILE|s3://BUCKET/P/",
     WS_ARG_STR, 0,    "manifest of DIR (seed a local copy)"};
@@ -118,6 +128,10 @@ static int dargs_parse(const char *prog, const char *synopsis,
       a->manifest = v[i];
     else if (strcmp(n, "wait") == 0)
       a->wait = ws_parse_bool(v[i]) == 1;
+    else if (strcmp(n, "hold") == 0)
+      a->hold = v[i];
+    else if (strcmp(n, "hold-ttl") == 0 && ws_parse_duration_ms(v[i], &ms) == 0)
+      a->hold_ttl_ms = ms;
     else if (strcmp(n, "json") == 0)
       a->json = ws_parse_bool(v[i]) == 1;
     else if (strcmp(n, "timeout") == 0 && ws_parse_duration_ms(v[i], &ms) == 0)
@@ -407,18 +421,21 @@ int ctl_prefetch_main(int argc, char **argv) {
 }
 
 int ctl_wait_main(int argc, char **argv) {
-  const ws_arg_t rows[] = {o_timeout, o_retry, o_json};
+  const ws_arg_t rows[] = {o_timeout, o_retry, o_json, o_hold, o_hold_ttl};
   dargs_t a;
   int ex;
   if (dargs_parse("p2pctl wait", "sha256-HEX [options]",
                   "Waits until the release is ready in the local cache: exit "
                   "0 and its path, 1 failed, 5 timed out (for init "
                   "containers).",
-                  rows, 3, argc, argv, &a, &ex) != 0)
+                  rows, 5, argc, argv, &a, &ex) != 0)
     return ex;
   if (!ctl_digest_ok(a.pos))
     return ctl_usage("wait", "sha256-HEX [options]");
-  return ctl_wait_ready(a.pos, a.timeout_s, a.retry_for_ms, 0, a.json);
+  ex = ctl_wait_ready(a.pos, a.timeout_s, a.retry_for_ms, 0, a.json);
+  if (ex == CTL_EXIT_OK && a.hold != NULL) /* in use from now: kept */
+    ex = ctl_hold_take(a.pos, a.hold, a.hold_ttl_ms, 0, 0);
+  return ex;
 }
 
 static void ctl_ls_row(const cJSON *r) {
@@ -426,11 +443,14 @@ static void ctl_ls_row(const cJSON *r) {
   const char *d = jstr(r, "digest");
   double total = jnum(r, "bytes_total");
   const cJSON *pin = cJSON_GetObjectItemCaseSensitive(r, "pinned");
+  int held = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "holds"));
   printf("%-20.20s %-9s %10s %5.1f%% %-6s %s %s\n", d, jstr(r, "state"),
          ctl_size(total, sz, sizeof(sz)),
          total > 0 ? jnum(r, "bytes_done") * 100 / total : 100.0,
-         cJSON_IsTrue(pin) ? "pinned" : "-", jstr(r, "model"),
-         jstr(r, "version"));
+         cJSON_IsTrue(pin) ? "pinned"
+         : held > 0        ? "held"
+                           : "-",
+         jstr(r, "model"), jstr(r, "version"));
 }
 
 static int ctl_list(int json) {
@@ -502,6 +522,14 @@ int ctl_status_main(int argc, char **argv) {
            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "pinned")) ? "yes"
                                                                        : "no",
            jnum(r, "elapsed_s"));
+    const cJSON *h;
+    cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(r, "holds")) {
+      if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(h, "expires_in_s")))
+        printf("hold:     %s (expires in %.0f s)\n", jstr(h, "name"),
+               jnum(h, "expires_in_s"));
+      else
+        printf("hold:     %s\n", jstr(h, "name"));
+    }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
     if (e != NULL)
       printf("error:    %s (%s)\n", jstr(e, "message"), jstr(e, "code"));

@@ -3,6 +3,7 @@
  * threads ws_manifest_build / ws_manifest_verify_dir start.
  *
  *   create DIR [--chunk-size N] [--model NAME] [--version V]
+ *              [--include GLOB]... [--exclude GLOB]...
  *              [--created-at T] [--threads N]     manifest JSON on stdout,
  *                                                 digest on stderr
  *   check FILE [--dir DIR] [--threads N]          exit 0 only if valid
@@ -14,6 +15,7 @@
  * FILE may be "-" for stdin. Exit codes: tools/ctl.h.
  */
 #include "ctl.h"
+#include "ctl_select.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,12 +37,13 @@ typedef struct {
   int npos;
   const char *chunk_size, *model, *version, *created_at, *threads;
   const char *dir, *key, *out, *sig, *pub;
+  ctl_select_t sel; /* create: --include / --exclude */
 } margs_t;
 
 static const char usage_text[] =
     "usage: p2pctl manifest create DIR [--chunk-size SIZE] [--model NAME]\n"
-    "                 [--version V] [--created-at T] [--threads N]"
-    " > manifest.json\n"
+    "                 [--version V] [--created-at T] [--threads N]\n"
+    "                 [--include GLOB]... [--exclude GLOB]... > manifest.json\n"
     "       p2pctl manifest check FILE [--dir DIR] [--threads N]\n"
     "       p2pctl manifest digest FILE\n"
     "       p2pctl manifest keygen KEYFILE\n"
@@ -65,6 +68,8 @@ enum {
   MO_OUT,
   MO_SIG,
   MO_PUB,
+  MO_INCLUDE,
+  MO_EXCLUDE,
   MO_LAST
 };
 
@@ -85,6 +90,8 @@ static const ws_arg_t k_mopts[MO_LAST] = {
                 "sign: write the signature here"},
     [MO_SIG] = {"sig", NULL, "SIGFILE", WS_ARG_STR, 0, "verify: signature"},
     [MO_PUB] = {"pub", NULL, "HEX|FILE", WS_ARG_STR, 0, "verify: public key"},
+    [MO_INCLUDE] = CTL_SELECT_INCLUDE_ROW,
+    [MO_EXCLUDE] = CTL_SELECT_EXCLUDE_ROW,
 };
 
 static const ws_args_spec_t k_mspec = {
@@ -106,6 +113,8 @@ static int parse_args(int argc, char **argv, margs_t *a) {
     rc = WS_ARGS_HELP; /* "--version" without a value: the usage */
   if (rc != 0)
     return rc;
+  if (ctl_select_collect(&k_mspec, argc - 1, argv + 1, &a->sel) != 0)
+    return WS_EUSAGE;
   a->npos = (int)npos;
   a->chunk_size = v[MO_CHUNK];
   a->model = v[MO_MODEL];
@@ -235,7 +244,7 @@ static int cmd_create(const margs_t *a) {
   ws_manifest_build_opts_t o = {0};
   ws_manifest_t *m = NULL;
   char errbuf[CTL_ERRBUF], dstr[WS_DIGEST_STR_LEN + 1];
-  char *text = NULL;
+  char *text = NULL, *hfmodel = NULL;
   size_t len = 0;
   uint64_t cs = 0;
   int err, rc = CTL_EXIT_FAIL;
@@ -248,12 +257,17 @@ static int cmd_create(const margs_t *a) {
                  "4194304");
   o.chunk_size = (uint32_t)cs;
   o.model = a->model;
+  if (o.model == NULL &&
+      ws_manifest_hf_snapshot(a->pos[0], NULL, &hfmodel) == 1)
+    o.model = hfmodel; /* a Hugging Face snapshot: ORG/NAME */
   o.version = a->version;
   o.created_at = a->created_at;
+  ctl_select_apply(&a->sel, &o);
   if ((err = ws_manifest_build(a->pos[0], &o, &m, errbuf, sizeof(errbuf))) !=
       0) {
     fprintf(stderr, "p2pctl manifest create: %s: %s\n", ws_errname(err),
             errbuf);
+    free(hfmodel);
     return CTL_EXIT_FAIL;
   }
   if ((err = ws_manifest_serialize(m, &text, &len)) != 0) {
@@ -271,6 +285,7 @@ static int cmd_create(const margs_t *a) {
   rc = CTL_EXIT_OK;
 cleanup:
   free(text);
+  free(hfmodel);
   ws_manifest_free(m);
   return rc;
 }

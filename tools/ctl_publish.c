@@ -3,7 +3,9 @@
  * .../MODEL/sha256-<digest>/ (multipart with parallel parts for large ones),
  * then manifest.json.sig (with --sign-key) and manifest.json last, so a
  * release is visible only once all of its files are. Re-running skips
- * objects already present with the right size (HEAD).
+ * objects already present with the right size (HEAD). DIR may be a
+ * Hugging Face snapshot (model name ORG/NAME by default); --include and
+ * --exclude pick the files, names starting with '.' are never published.
  *
  * Thread: main thread; hashing runs on ws_manifest_build's own workers
  * before the loop starts; uploads run on one uv loop with the S3 client
@@ -12,12 +14,14 @@
  * The uploads themselves are ctl_upload.c's.
  */
 #include "ctl.h"
+#include "ctl_select.h"
 #include "ctl_upload.h"
 
 #include "digest.h"
 #include "manifest.h"
 #include "s3.h"
 #include "sig.h"
+#include "tag.h"
 #include "ws_args.h"
 #include "ws_err.h"
 
@@ -49,8 +53,10 @@ static void json_str(FILE *o, const char *s) {
 
 typedef struct {
   const char *dir, *uri, *sign_key, *model, *version;
+  const char *tag; /* --tag: moved to the release last (ctl_tag.c) */
   uint64_t chunk_size, concurrency, threads;
   int json;
+  ctl_select_t sel; /* --include / --exclude */
 } pub_args_t;
 
 enum {
@@ -61,6 +67,9 @@ enum {
   PO_CHUNK,
   PO_CONC,
   PO_THREADS,
+  PO_TAG,
+  PO_INCLUDE,
+  PO_EXCLUDE,
   PO_LAST
 };
 
@@ -79,6 +88,10 @@ static const ws_arg_t k_pub_opts[PO_LAST] = {
                  "parallel uploads, 1..256"},
     [PO_THREADS] = {"threads", NULL, "N", WS_ARG_UINT, 0,
                     "hashing threads, 0..64 (0 = one per CPU)"},
+    [PO_TAG] = {"tag", NULL, "TAG", WS_ARG_STR, 0,
+                "then point TAG at the release (compare-and-swap)"},
+    [PO_INCLUDE] = CTL_SELECT_INCLUDE_ROW,
+    [PO_EXCLUDE] = CTL_SELECT_EXCLUDE_ROW,
 };
 
 static const ws_args_spec_t k_pub_spec = {
@@ -106,7 +119,8 @@ static int args_parse(int argc, char **argv, pub_args_t *a, int *ex) {
     return -1;
   }
   *ex = CTL_EXIT_USAGE;
-  if (rc != 0 || ws_args_check(&k_pub_spec, v) != 0)
+  if (rc != 0 || ws_args_check(&k_pub_spec, v) != 0 ||
+      ctl_select_collect(&k_pub_spec, argc, argv, &a->sel) != 0)
     return -1;
   if (npos != 2) {
     fprintf(stderr, "usage: p2pctl publish %s (see p2pctl publish --help)\n",
@@ -119,6 +133,14 @@ static int args_parse(int argc, char **argv, pub_args_t *a, int *ex) {
   a->sign_key = v[PO_SIGN_KEY];
   a->model = v[PO_MODEL];
   a->version = v[PO_VERSION];
+  a->tag = v[PO_TAG];
+  if (a->tag != NULL && !ws_tag_name_ok(a->tag)) {
+    fprintf(stderr,
+            "p2pctl publish: --tag '%s': want 1..%d of [A-Za-z0-9._-], "
+            "first a letter or digit\n",
+            a->tag, WS_TAG_MAX);
+    return -1;
+  }
   if (v[PO_CHUNK] != NULL && (ws_parse_size(v[PO_CHUNK], &a->chunk_size) != 0 ||
                               !ws_manifest_chunk_size_ok(a->chunk_size))) {
     fprintf(stderr,
@@ -158,9 +180,14 @@ static time_t newest_mtime;
 
 static int on_walk(const char *path, const struct stat *st, int type,
                    struct FTW *ftw) {
-  (void)path;
+  struct stat lst;
   (void)ftw;
-  if (type == FTW_F && st->st_mtime > newest_mtime)
+  /* A Hugging Face snapshot is symlinks: their targets' times count. */
+  if (type == FTW_SL && stat(path, &lst) == 0 && S_ISREG(lst.st_mode))
+    st = &lst;
+  else if (type != FTW_F)
+    return 0;
+  if (st->st_mtime > newest_mtime)
     newest_mtime = st->st_mtime;
   return 0;
 }
@@ -185,6 +212,7 @@ static int build_manifest(const pub_args_t *a, const char *model,
   created_at_of(a->dir, created, sizeof(created));
   o.created_at = created[0] ? created : NULL;
   o.nthreads = (unsigned)a->threads;
+  ctl_select_apply(&a->sel, &o);
   char err[512] = "";
   int rc = ws_manifest_build(a->dir, &o, m, err, sizeof(err));
   if (rc) {
@@ -202,11 +230,14 @@ static int build_manifest(const pub_args_t *a, const char *model,
   return rc;
 }
 
-/* Model name: --model, else the last component of the prefix. New string
- * or NULL. */
+/* Model name: --model, else the repository id of a Hugging Face snapshot
+ * (ORG/NAME), else the last component of the prefix. New string or NULL. */
 static char *model_name(const pub_args_t *a, const char *prefix) {
+  char *hf = NULL;
   if (a->model)
     return strdup(a->model);
+  if (ws_manifest_hf_snapshot(a->dir, NULL, &hf) == 1)
+    return hf;
   size_t pl = strlen(prefix);
   size_t end = pl ? pl - 1 : 0, start = end;
   while (start > 0 && prefix[start - 1] != '/')
@@ -334,6 +365,13 @@ int ctl_publish_main(int argc, char **argv) {
   if (p.progress) {
     ctl_upload_bar(&p.bar);
     fputc('\n', stderr);
+  }
+  /* The tag last: it never names a release that is not all there. */
+  if (a.tag != NULL &&
+      (rc = ctl_tag_move(&p.loop, p.s3, "p2pctl publish", u.bucket, prefix,
+                         a.tag, &m->digest, NULL, 0)) != 0) {
+    ret = rc;
+    goto cleanup_s3;
   }
   print_result(&p, &a, u.bucket, release, digest);
   ret = CTL_EXIT_OK;

@@ -16,6 +16,7 @@
 #include "trk_dashboard.h"
 #include "trk_json.h"
 #include "trk_metrics.h"
+#include "trk_target.h"
 #include "ws_httpd.h"
 #include "ws_log.h"
 
@@ -112,10 +113,11 @@ static void h_swarm(ws_httpd_req_t *req, void *arg) {
   reply_text_json(req, 200, text);
 }
 
-static cJSON *wanted_json(const trk_wanted_entry_t *e) {
+static cJSON *wanted_json(const trk_http_t *h, const trk_wanted_entry_t *e) {
   cJSON *o = cJSON_CreateObject();
   if (o == NULL || !cJSON_AddStringToObject(o, "digest", e->digest_str) ||
-      !cJSON_AddStringToObject(o, "uri", e->uri)) {
+      !cJSON_AddStringToObject(o, "uri", e->uri) ||
+      trk_target_json_add(o, e, trk_tracker_peers(h->t)) < 0) {
     cJSON_Delete(o);
     return NULL;
   }
@@ -133,7 +135,7 @@ static void h_prefetch_list(ws_httpd_req_t *req, void *arg) {
     return;
   }
   for (uint32_t i = 0; i < trk_wanted_count(w); i++) {
-    cJSON *o = wanted_json(trk_wanted_at(w, i));
+    cJSON *o = wanted_json(h, trk_wanted_at(w, i));
     if (o == NULL) {
       cJSON_Delete(root);
       ws_httpd_reply_json(req, 500, NULL);
@@ -163,6 +165,32 @@ static int prefetch_status(int rc) {
 static void changed(trk_http_t *h) {
   if (h->wanted_cb != NULL)
     h->wanted_cb(h->wanted_arg);
+}
+
+/* The body's optional "selector" (null or absent: every node). */
+static int body_selector(const cJSON *body, trk_selector_t *sel,
+                         const trk_selector_t **out, const char **msg) {
+  const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "selector");
+  *out = NULL;
+  if (js == NULL || cJSON_IsNull(js))
+    return 0;
+  int rc = trk_selector_from_json(js, sel, msg);
+  if (rc == 0)
+    *out = sel;
+  return rc;
+}
+
+/* The body states the whole request: a prefetch without a selector is for
+ * every node. added is trk_tracker_prefetch's 0 (new) or 1 (existing);
+ * returns it, or an error. */
+static int prefetch_select(trk_http_t *h, const ws_hash_t *d,
+                           const trk_selector_t *sel, int added) {
+  int rc = trk_tracker_prefetch_select(h->t, d, sel);
+  if (rc < 0)
+    return rc;
+  if (rc > 0 && added == 1)
+    changed(h); /* same release, more nodes: tell them now */
+  return added;
 }
 
 static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
@@ -207,7 +235,13 @@ static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
       goto fail;
     }
   }
+  trk_selector_t sel;
+  const trk_selector_t *sp = NULL;
+  if ((rc = body_selector(body, &sel, &sp, &msg)) < 0)
+    goto fail;
   rc = trk_tracker_prefetch(h->t, dp, uri, now_ms(h));
+  if (rc >= 0)
+    rc = prefetch_select(h, dp != NULL ? dp : &ud, sp, rc);
   if (rc < 0) {
     msg = rc == WS_ENOTFOUND ? "unknown digest: no swarm has it; POST its uri"
           : rc == WS_EDIGEST ? "digest and uri disagree"
@@ -217,7 +251,7 @@ static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
   }
   const trk_wanted_entry_t *e =
       trk_wanted_find(trk_tracker_wanted(h->t), dp != NULL ? dp : &ud);
-  cJSON *out = e == NULL ? NULL : wanted_json(e);
+  cJSON *out = e == NULL ? NULL : wanted_json(h, e);
   if (out != NULL)
     cJSON_AddBoolToObject(out, "created", rc == 0);
   WS_LOGI("prefetch %s %s (%s)", e != NULL ? e->digest_str : "?",

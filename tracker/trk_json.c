@@ -5,6 +5,7 @@
  */
 #include "trk_json.h"
 #include "trk_json_dash.h"
+#include "trk_target.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -63,7 +64,8 @@ static int swarm_fill(cJSON *o, const trk_swarm_t *s, uint64_t now_ms) {
   return 0;
 }
 
-static int wanted_fill(cJSON *arr, const trk_wanted_t *w, uint64_t now_ms) {
+static int wanted_fill(cJSON *arr, const trk_tracker_t *t, uint64_t now_ms) {
+  const trk_wanted_t *w = trk_tracker_wanted(t);
   for (uint32_t i = 0; i < trk_wanted_count(w); i++) {
     const trk_wanted_entry_t *e = trk_wanted_at(w, i);
     cJSON *o = cJSON_CreateObject();
@@ -72,7 +74,8 @@ static int wanted_fill(cJSON *arr, const trk_wanted_t *w, uint64_t now_ms) {
     cJSON_AddItemToArray(arr, o);
     if (!cJSON_AddStringToObject(o, "digest", e->digest_str) ||
         !cJSON_AddStringToObject(o, "uri", e->uri) ||
-        !cJSON_AddNumberToObject(o, "age_s", age_s(now_ms, e->added_ms)))
+        !cJSON_AddNumberToObject(o, "age_s", age_s(now_ms, e->added_ms)) ||
+        trk_target_json_add(o, e, trk_tracker_peers(t)) < 0)
       return -ENOMEM;
   }
   return 0;
@@ -102,7 +105,7 @@ char *trk_json_swarms(const trk_tracker_t *t, uint64_t now_ms) {
         trk_json_dash_summary(o, trk_tracker_swarm_at(t, i), now_ms) < 0)
       goto done;
   }
-  if (wanted_fill(wanted, trk_tracker_wanted(t), now_ms) < 0)
+  if (wanted_fill(wanted, t, now_ms) < 0)
     goto done;
   out = cJSON_PrintUnformatted(root);
 

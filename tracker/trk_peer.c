@@ -115,7 +115,8 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 
 static int info_valid(const trk_peer_info_t *info) {
   return info != NULL && trk_peer_node_id_valid(info->node_id) &&
-         trk_peer_addr_valid(info->addr) && trk_peer_zone_valid(info->zone);
+         trk_peer_addr_valid(info->addr) && trk_peer_zone_valid(info->zone) &&
+         (info->labels == NULL || ws_labels_valid(info->labels));
 }
 
 int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
@@ -139,6 +140,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   copy_str(p->node_id, sizeof(p->node_id), info->node_id);
   copy_str(p->addr, sizeof(p->addr), info->addr);
   copy_str(p->zone, sizeof(p->zone), info->zone);
+  copy_str(p->labels, sizeof(p->labels), info->labels);
   p->port = info->port;
   p->connected_ms = now_ms;
   p->tokens_milli = (uint64_t)TRK_ANNOUNCE_BURST * 1000u;
@@ -205,6 +207,8 @@ int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
     return WS_EUSAGE;
   copy_str(peer->addr, sizeof(peer->addr), info->addr);
   copy_str(peer->zone, sizeof(peer->zone), info->zone);
+  if (info->labels != NULL)
+    copy_str(peer->labels, sizeof(peer->labels), info->labels);
   peer->port = info->port;
   return 0;
 }

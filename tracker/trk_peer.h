@@ -16,6 +16,7 @@
 
 #include "trk_config.h"
 #include "ws_err.h"
+#include "ws_labels.h"
 
 typedef uint32_t trk_peer_id_t; /* 0 is never a valid id */
 
@@ -28,6 +29,7 @@ typedef struct {
   const char *addr;    /* listen host (IP literal or name); NULL or "" ok */
   uint16_t port;       /* listen port; 0 = does not serve */
   const char *zone;    /* optional zone label [A-Za-z0-9._:/-] */
+  const char *labels;  /* canonical "k=v,..." (ws_labels.h); NULL: keep */
 } trk_peer_info_t;
 
 /* One joined swarm: the swarm and this peer's membership record in it. */
@@ -42,6 +44,7 @@ typedef struct trk_peer_s {
   char node_id[TRK_NODE_ID_MAX + 1];
   char addr[TRK_ADDR_MAX + 1];
   char zone[TRK_ZONE_MAX + 1];
+  char labels[WS_LABELS_MAX + 1]; /* from HELLO; "" when none */
   uint16_t port;
   uint64_t connected_ms;
   uint64_t last_announce_ms;

@@ -235,7 +235,8 @@ void trk_conn_register(trk_conn_t *c) {
   trk_peer_info_t info = {.node_id = p->node_id,
                           .addr = p->addr,
                           .port = p->listen_port,
-                          .zone = p->zone};
+                          .zone = p->zone,
+                          .labels = p->labels};
   int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
   if (rc < 0) {
     WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
@@ -246,8 +247,8 @@ void trk_conn_register(trk_conn_t *c) {
     return;
   }
   c->peer = id;
-  WS_LOGI("conn#%llu %s node=%s zone=%s port=%u: peer joined",
-          (unsigned long long)c->id, p->addr, p->node_id, p->zone,
+  WS_LOGI("conn#%llu %s node=%s zone=%s labels=%s port=%u: peer joined",
+          (unsigned long long)c->id, p->addr, p->node_id, p->zone, p->labels,
           (unsigned)p->listen_port);
   if (old != 0) {
     /* The node reconnected; its old connection is stale. Its peer record

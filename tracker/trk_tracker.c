@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trk_target.h"
+
 /* A peer that announced a digest without a chunk count (see
  * TRK_JOINING_MS). */
 typedef struct {
@@ -132,6 +134,9 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
   int rc = trk_peers_add(t->peers, info, now_ms, &p);
   if (rc < 0)
     return rc;
+  /* A node that joins later is admitted by capped selectors (best effort:
+   * out of memory only leaves it unchosen until the next join). */
+  (void)trk_target_refresh_all(t->wanted, t->peers);
   *out = p->id;
   if (replaced != NULL)
     *replaced = old_id;
@@ -246,7 +251,7 @@ static void reply_wanted(trk_tracker_t *t, trk_peer_t *p, trk_reply_t *r) {
   uint32_t n = trk_wanted_count(t->wanted);
   for (uint32_t i = 0; i < n && r->nwanted < TRK_MAX_WANTED; i++) {
     const trk_wanted_entry_t *e = trk_wanted_at(t->wanted, i);
-    if (!joined_release(p, e))
+    if (!joined_release(p, e) && trk_target_selects(e, p))
       r->wanted[r->nwanted++] = e;
   }
 }
@@ -454,6 +459,17 @@ int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
       uri = trk_swarm_uri(s);
   }
   return trk_wanted_add(t->wanted, digest, uri, now_ms);
+}
+
+int trk_tracker_prefetch_select(trk_tracker_t *t, const ws_hash_t *digest,
+                                const trk_selector_t *sel) {
+  int rc = trk_wanted_set_selector(t->wanted, digest, sel);
+  if (rc < 0)
+    return rc;
+  int chose = trk_target_refresh(t->wanted, t->peers, digest);
+  if (chose < 0)
+    return chose;
+  return rc > 0 || chose > 0;
 }
 
 trk_peers_t *trk_tracker_peers(const trk_tracker_t *t) {

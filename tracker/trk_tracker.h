@@ -135,6 +135,12 @@ uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms);
  * swarm) or WS_ENOTFOUND. Returns 0 new, 1 already wanted, or an error. */
 int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,
                          const char *uri, uint64_t now_ms) WS_MUST_USE;
+/* Sets the selector of the wanted release digest (sel NULL: every node)
+ * and chooses nodes under its cap (trk_target.h). 1 when the set of nodes
+ * it is for may have grown (push the wanted set), 0 unchanged,
+ * WS_ENOTFOUND, -ENOMEM. */
+int trk_tracker_prefetch_select(trk_tracker_t *t, const ws_hash_t *digest,
+                                const trk_selector_t *sel) WS_MUST_USE;
 
 /* Read access for JSON, metrics and the server. */
 /* Concurrent origin (S3) fetches to aim for per swarm, shared among its

@@ -6,8 +6,12 @@
 #include "trk_wanted.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trk_target.h"
 
 #define STATE_FILE_MAX (1u << 20)
 #define S3_SCHEME "s3://"
@@ -23,6 +27,10 @@ trk_wanted_t *trk_wanted_new(void) {
 }
 
 void trk_wanted_free(trk_wanted_t *w) {
+  if (w == NULL)
+    return;
+  for (uint32_t i = 0; i < w->n; i++)
+    free(w->e[i].chosen);
   free(w);
 }
 
@@ -134,6 +142,7 @@ int trk_wanted_remove(trk_wanted_t *w, const char *key) {
   for (uint32_t i = 0; i < w->n; i++) {
     trk_wanted_entry_t *e = &w->e[i];
     if (strcmp(e->digest_str, key) == 0 || strcmp(e->uri, key) == 0) {
+      free(e->chosen);
       memmove(e, e + 1, (size_t)(w->n - i - 1u) * sizeof(*e));
       w->n--;
       w->version++;
@@ -141,6 +150,90 @@ int trk_wanted_remove(trk_wanted_t *w, const char *key) {
     }
   }
   return WS_ENOTFOUND;
+}
+
+static int sel_eq(const trk_selector_t *a, const trk_selector_t *b) {
+  if (strcmp(a->labels, b->labels) != 0 || a->nzones != b->nzones ||
+      a->count != b->count || a->percent != b->percent)
+    return 0;
+  for (uint32_t i = 0; i < a->nzones; i++)
+    if (strcmp(a->zones[i], b->zones[i]) != 0)
+      return 0;
+  return 1;
+}
+
+int trk_wanted_set_selector(trk_wanted_t *w, const ws_hash_t *digest,
+                            const trk_selector_t *sel) {
+  trk_wanted_entry_t *e = find_digest(w, digest);
+  if (e == NULL)
+    return WS_ENOTFOUND;
+  if (sel == NULL ? !e->has_sel : e->has_sel && sel_eq(&e->sel, sel))
+    return 0;
+  e->has_sel = sel != NULL;
+  memset(&e->sel, 0, sizeof(e->sel));
+  if (sel != NULL)
+    e->sel = *sel;
+  free(e->chosen);
+  e->chosen = NULL;
+  e->nchosen = e->chosen_cap = 0;
+  w->version++;
+  return 1;
+}
+
+/* Index of node_id in the sorted chosen list, or where it would go. */
+static uint32_t chosen_pos(const trk_wanted_entry_t *e, const char *id,
+                           int *found) {
+  uint32_t lo = 0, hi = e->nchosen;
+  *found = 0;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2u;
+    int c = strcmp(e->chosen[mid], id);
+    if (c == 0) {
+      *found = 1;
+      return mid;
+    }
+    if (c < 0)
+      lo = mid + 1u;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int trk_wanted_is_chosen(const trk_wanted_entry_t *e, const char *node_id) {
+  int found;
+  (void)chosen_pos(e, node_id, &found);
+  return found;
+}
+
+int trk_wanted_choose(trk_wanted_t *w, const ws_hash_t *digest,
+                      const char *node_id) {
+  trk_wanted_entry_t *e = find_digest(w, digest);
+  int found;
+  if (e == NULL)
+    return WS_ENOTFOUND;
+  if (node_id == NULL || node_id[0] == '\0' ||
+      strnlen(node_id, TRK_NODE_ID_MAX + 1u) > TRK_NODE_ID_MAX)
+    return WS_EUSAGE;
+  uint32_t at = chosen_pos(e, node_id, &found);
+  if (found)
+    return 0;
+  if (e->nchosen >= TRK_MAX_PEERS)
+    return WS_ELIMIT;
+  if (e->nchosen == e->chosen_cap) {
+    uint32_t cap = e->chosen_cap == 0 ? 8u : e->chosen_cap * 2u;
+    void *p = realloc(e->chosen, (size_t)cap * sizeof(*e->chosen));
+    if (p == NULL)
+      return -ENOMEM;
+    e->chosen = p;
+    e->chosen_cap = cap;
+  }
+  memmove(&e->chosen[at + 1u], &e->chosen[at],
+          (size_t)(e->nchosen - at) * sizeof(*e->chosen));
+  snprintf(e->chosen[at], sizeof(e->chosen[at]), "%s", node_id);
+  e->nchosen++;
+  w->version++;
+  return 0;
 }
 
 uint32_t trk_wanted_count(const trk_wanted_t *w) {
@@ -158,6 +251,40 @@ const trk_wanted_entry_t *trk_wanted_find(const trk_wanted_t *w,
 
 uint64_t trk_wanted_version(const trk_wanted_t *w) {
   return w->version;
+}
+
+/* "selector" and "chosen" of a state file entry. */
+static int sel_save(cJSON *o, const trk_wanted_entry_t *e) {
+  cJSON *sel = trk_selector_to_json(&e->sel);
+  if (sel == NULL || !cJSON_AddItemToObject(o, "selector", sel)) {
+    cJSON_Delete(sel);
+    return -ENOMEM;
+  }
+  cJSON *arr = cJSON_AddArrayToObject(o, "chosen");
+  if (arr == NULL)
+    return -ENOMEM;
+  for (uint32_t i = 0; i < e->nchosen; i++)
+    if (!cJSON_AddItemToArray(arr, cJSON_CreateString(e->chosen[i])))
+      return -ENOMEM;
+  return 0;
+}
+
+static int sel_load(trk_wanted_t *w, const ws_hash_t *d, const cJSON *it) {
+  const cJSON *js = cJSON_GetObjectItemCaseSensitive(it, "selector");
+  const cJSON *jc = cJSON_GetObjectItemCaseSensitive(it, "chosen");
+  const cJSON *c;
+  trk_selector_t sel;
+  const char *msg;
+  if (js == NULL || cJSON_IsNull(js))
+    return 0;
+  if (trk_selector_from_json(js, &sel, &msg) < 0 ||
+      trk_wanted_set_selector(w, d, &sel) < 0)
+    return WS_EUSAGE;
+  cJSON_ArrayForEach(c, jc) {
+    if (!cJSON_IsString(c) || trk_wanted_choose(w, d, c->valuestring) < 0)
+      return WS_EUSAGE;
+  }
+  return 0;
 }
 
 char *trk_wanted_to_json(const trk_wanted_t *w) {
@@ -178,6 +305,8 @@ char *trk_wanted_to_json(const trk_wanted_t *w) {
       goto done;
     if (w->e[i].uri[0] != '\0' &&
         cJSON_AddStringToObject(o, "uri", w->e[i].uri) == NULL)
+      goto done;
+    if (w->e[i].has_sel && sel_save(o, &w->e[i]) < 0)
       goto done;
   }
   out = cJSON_PrintUnformatted(root);
@@ -213,7 +342,11 @@ int trk_wanted_load_json(trk_wanted_t *w, const char *buf, size_t len,
       }
       dp = &d;
     }
-    if (trk_wanted_add(w, dp, uri, now_ms) < 0)
+    ws_hash_t ud;
+    if (dp == NULL && uri != NULL && trk_wanted_uri_digest(uri, &ud) == 0)
+      dp = &ud;
+    if (trk_wanted_add(w, dp, uri, now_ms) < 0 ||
+        (dp != NULL && sel_load(w, dp, it) < 0))
       bad++;
   }
 

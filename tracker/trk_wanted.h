@@ -26,6 +26,22 @@
 #include "digest.h"
 #include "trk_config.h"
 #include "ws_err.h"
+#include "ws_labels.h"
+
+/* Which nodes a wanted release is for (POST /api/v1/prefetch "selector",
+ * docs/tracker.md). A node matches when it has every label and, when zones
+ * are given, is in one of them. Of the matching nodes at most count (0: no
+ * cap) and at most percent % (0: no cap; rounded up) are chosen: the
+ * highest rendezvous scores of (node id, digest) when the selector is set,
+ * later joiners while the cap allows; a chosen node stays chosen. */
+#define TRK_SEL_ZONES_MAX 16u
+typedef struct {
+  char labels[WS_LABELS_MAX + 1]; /* required labels, canonical; "" none */
+  uint32_t nzones;
+  char zones[TRK_SEL_ZONES_MAX][TRK_ZONE_MAX + 1];
+  uint32_t count;   /* 0: no cap */
+  uint32_t percent; /* 0: no cap, else 1..100 */
+} trk_selector_t;
 
 typedef struct {
   int has_digest;
@@ -33,6 +49,11 @@ typedef struct {
   char digest_str[WS_DIGEST_STR_LEN + 1]; /* "" when !has_digest */
   char uri[TRK_URI_MAX + 1];              /* "" when unknown */
   uint64_t added_ms;
+  int has_sel; /* 0: every node */
+  trk_selector_t sel;
+  /* Nodes chosen under a count/percent cap (node ids, malloc'd). */
+  char (*chosen)[TRK_NODE_ID_MAX + 1];
+  uint32_t nchosen, chosen_cap;
 } trk_wanted_entry_t;
 
 typedef struct trk_wanted_s trk_wanted_t;
@@ -49,6 +70,17 @@ void trk_wanted_free(trk_wanted_t *w); /* accepts NULL */
  * when TRK_MAX_WANTED entries exist. */
 int trk_wanted_add(trk_wanted_t *w, const ws_hash_t *digest, const char *uri,
                    uint64_t now_ms) WS_MUST_USE;
+/* Sets the selector of the entry with this digest (sel NULL: every node).
+ * A different selector forgets the chosen nodes. 1 changed, 0 same,
+ * WS_ENOTFOUND. */
+int trk_wanted_set_selector(trk_wanted_t *w, const ws_hash_t *digest,
+                            const trk_selector_t *sel) WS_MUST_USE;
+/* Records node_id as chosen for the entry with this digest: 0 (also when
+ * it already was), WS_ENOTFOUND, WS_ELIMIT (TRK_MAX_PEERS chosen), -ENOMEM. */
+int trk_wanted_choose(trk_wanted_t *w, const ws_hash_t *digest,
+                      const char *node_id) WS_MUST_USE;
+/* 1 when node_id is among e's chosen nodes. */
+int trk_wanted_is_chosen(const trk_wanted_entry_t *e, const char *node_id);
 /* Removes the entry whose digest string or URI equals key; WS_ENOTFOUND. */
 int trk_wanted_remove(trk_wanted_t *w, const char *key) WS_MUST_USE;
 uint32_t trk_wanted_count(const trk_wanted_t *w);
@@ -67,7 +99,8 @@ int trk_wanted_uri_valid(const char *uri);
  * one): 0, WS_ENOTFOUND if none, WS_EUSAGE for an invalid URI. */
 int trk_wanted_uri_digest(const char *uri, ws_hash_t *out) WS_MUST_USE;
 
-/* State file form: {"version":1,"wanted":[{"digest":..,"uri":..},..]}.
+/* State file form: {"version":1,"wanted":[{"digest":..,"uri":..,
+ * "selector":{..},"chosen":[node ids]},..]} (selector as in the API).
  * Returns a new malloc'd NUL-terminated string (caller frees), or NULL. */
 char *trk_wanted_to_json(const trk_wanted_t *w);
 /* Adds every entry of a state file (len bytes, at most 1 MiB); entries that

@@ -28,6 +28,9 @@ typedef struct {
   char *node_id;          /* --node-id, or random hex */
   char *zone;             /* --zone, or the first line of --zone-file */
   char *zone_file;        /* --zone-file FILE, or NULL */
+  char *labels;           /* --label K=V..., canonical "k=v,k2=v2" (never
+                             NULL after load; "" = none), sent in HELLO */
+  char *hf_cache;         /* --hf-cache DIR: Hugging Face view, or NULL */
   char *metrics;          /* --metrics HOST:PORT: read-only /metrics,
                              /healthz, /readyz on TCP; NULL = off */
   uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */

@@ -211,7 +211,12 @@ free_uri:
 int peer_release_prefetch(peer_releases_t *t, const char *uri,
                           const ws_hash_t *expect, peer_release_t **out,
                           const char **why) {
-  return rel_prefetch(t, uri, expect, out, why);
+  int rc = rel_prefetch(t, uri, expect, out, why);
+  /* A READY release asked for again (a rollback): the Hugging Face view's
+   * refs/main names it again. */
+  if (rc == 0 && out != NULL && *out != NULL && (*out)->state == PEER_REL_READY)
+    peer_rel_hf_view(*out, NULL);
+  return rc;
 }
 
 /* Swarm mode: fetch the release known only by its digest (the tracker's
@@ -304,6 +309,7 @@ int peer_releases_seeded(peer_releases_t *t, const ws_manifest_t *m,
    * the cache and seeds it. */
   if (t->swarm != NULL && rel->state == PEER_REL_READY)
     peer_swarm_seed_ready(t->swarm, &rel->digest);
+  peer_rel_hf_view(rel, NULL);
   *out = rel;
   return 0;
 }

@@ -49,6 +49,8 @@ struct peer_release_s {
   uint64_t bytes_from_s3;
   uint64_t bytes_from_peers;
   int pinned;
+  ws_cache_hold_t holds[WS_CACHE_HOLDS_MAX]; /* copy of the ledger's (hold.c) */
+  uint32_t nholds;
   int err;
   char errmsg[512];
   uint64_t started_unix_ms;
@@ -101,6 +103,26 @@ void peer_rel_watches_settle(peer_release_t *rel);
 void peer_rel_watches_move(peer_release_t *rel, peer_release_t *other);
 /* Table stopping: settles every watch with WS_ECANCELED. */
 void peer_rel_watches_cancel(peer_release_t *rel);
+
+/* ---- holds (hold.c) ----------------------------------------------------- */
+
+/* Adds "holds": [{"name", "expires_in_s"}] (live ones) to o. */
+void peer_rel_holds_json(const peer_release_t *rel, struct cJSON *o);
+
+/* ---- Hugging Face hub cache view (hf_view.c) --------------------------- */
+
+#define PEER_HF_TAG_MAX 96 /* bytes of a ref name in the view */
+
+/* With --hf-cache, queues the update of the view for the READY release rel
+ * on a worker: its blobs, snapshots/<rev> and refs/<tag> (tag NULL: "main").
+ * Failures are logged (a model name that is no repository id, say); the
+ * release is not affected. Loop thread. */
+void peer_rel_hf_view(peer_release_t *rel, const char *tag);
+/* "ORG/NAME" (or "NAME") -> "models--ORG--NAME" into out: 0, or WS_EUSAGE
+ * when model breaks the hub's repository-id rules or out is too short. */
+int peer_hf_repo_folder(const char *model, char *out, size_t len);
+/* 1 when tag may name a file under refs/. */
+int peer_hf_tag_ok(const char *tag);
 
 /* ---- counters (view.c) -------------------------------------------------- */
 

@@ -261,6 +261,7 @@ static void rel_ready(peer_release_t *rel) {
   rel->mbytes = NULL;
   rel_release_files(rel);
   peer_rel_set_state(rel, PEER_REL_READY);
+  peer_rel_hf_view(rel, NULL); /* --hf-cache: on a worker */
   double secs = (double)(rel->t1_ns - rel->t0_ns) / 1e9;
   WS_LOGI("release %s: ready, %llu bytes (%llu from S3, %llu from peers) "
           "in %.2f s (%.1f MiB/s)",

@@ -134,6 +134,29 @@ int peer_release_watch(peer_release_t *rel, peer_release_watch_kind_t kind,
 /* Cancels a watch whose cb has not run; cb never runs. */
 void peer_release_unwatch(peer_release_watch_t *w);
 
+/* ---- holds and claims (hold.c) ------------------------------------------ */
+
+/* Runs once when a hold change settles: err 0, or the cache's error
+ * (WS_ENOTFOUND: no such hold or release gone, WS_ELIMIT: too many holds).
+ * rel is borrowed for the call. */
+typedef void (*peer_release_hold_fn)(void *arg, peer_release_t *rel, int err);
+/* Takes or renews (remove 0) or releases (remove 1) the hold name on a
+ * READY release, on a worker; ttl_ms 0: until released. cb runs later on
+ * the loop. Refuses at once: WS_EUSAGE (bad name, ws_cache_hold_name_ok),
+ * WS_EBUSY (not READY), -ENOMEM. */
+int peer_release_hold(peer_release_t *rel, const char *name, uint64_t ttl_ms,
+                      int remove, peer_release_hold_fn cb,
+                      void *arg) WS_MUST_USE;
+/* A local prefetch or wait asked for rel: when READY, it becomes the
+ * current release of its model (ws_cache_activate, on a worker; failures
+ * are logged). Not READY: nothing (publishing makes it current). */
+void peer_release_claim(peer_release_t *rel);
+/* Replaces rel's copy of its holds (startup: from ws_cache_list). */
+void peer_release_holds_set(peer_release_t *rel, const ws_cache_hold_t *holds,
+                            uint32_t n);
+/* Holds of rel that have not expired. */
+uint32_t peer_release_holds_live(const peer_release_t *rel);
+
 /* ---- what a release shows (view.c) -------------------------------------- */
 
 peer_release_state_t peer_release_state(const peer_release_t *rel);

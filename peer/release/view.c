@@ -133,6 +133,7 @@ cJSON *peer_release_json(const peer_release_t *rel) {
   cJSON_AddNumberToObject(o, "chunks_total", (double)rel->chunks_total);
   cJSON_AddNumberToObject(o, "chunks_done", (double)p.chunks_done);
   cJSON_AddBoolToObject(o, "pinned", rel->pinned);
+  peer_rel_holds_json(rel, o);
   if (rel->state == PEER_REL_FAILED) {
     cJSON *e = cJSON_AddObjectToObject(o, "error");
     if (e != NULL) {

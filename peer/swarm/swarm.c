@@ -318,6 +318,8 @@ static int swarm_tracker_start(peer_swarm_t *s) {
   tcfg.listen_port = s->port;
   snprintf(tcfg.zone, sizeof(tcfg.zone), "%s",
            cfg->zone != NULL ? cfg->zone : "");
+  snprintf(tcfg.labels, sizeof(tcfg.labels), "%s",
+           cfg->labels != NULL ? cfg->labels : "");
   peer_trackers_cbs_t cbs = {
       .on_peers = swarm_on_peers,
       .on_leases = swarm_on_leases,

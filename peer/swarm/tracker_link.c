@@ -466,6 +466,7 @@ int peer_tracker_link_new(uv_loop_t *loop, const peer_tracker_link_cfg_t *cfg,
   memcpy(tc->cfg.wire.key, cfg->key, sizeof(cfg->key));
   memcpy(tc->cfg.wire.node_id, cfg->node_id, sizeof(cfg->node_id));
   memcpy(tc->cfg.wire.zone, cfg->zone, sizeof(cfg->zone));
+  memcpy(tc->cfg.wire.labels, cfg->labels, sizeof(cfg->labels));
   tc->cfg.wire.listen_port = cfg->listen_port;
   tc->cfg.wire.role = WS_ROLE_PEER;
   tc->cfg.wire.max_payload = 0; /* a tracker never sends payloads */

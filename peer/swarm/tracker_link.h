@@ -38,6 +38,7 @@ typedef struct {
   char node_id[WS_NODE_ID_MAX + 1];
   uint16_t listen_port; /* our peer listener, 0 = none */
   char zone[WS_ZONE_MAX + 1];
+  char labels[WS_LABELS_MAX + 1]; /* node labels for the tracker, or "" */
   uint32_t backoff_min_ms;
   uint32_t backoff_max_ms;
   uint32_t interval_ms; /* announce interval before the first reply */

@@ -104,12 +104,37 @@ typedef struct {
   const char *created_at;          /* borrowed; NULL: now, UTC RFC 3339 */
   unsigned nthreads;               /* 0: online CPUs; capped at 64 */
   const ws_manifest_limits_t *lim; /* NULL: defaults */
+  /* Which files (docs/manifest.md, "Which files"): with includes, only
+   * files matching one; never one matching an exclude (a directory
+   * matching one is not entered). Borrowed; NULL with a 0 count: none. */
+  const char *const *include;
+  unsigned ninclude;
+  const char *const *exclude;
+  unsigned nexclude;
 } ws_manifest_build_opts_t;
+
+/* 1 when the relative path rel (is_dir: a directory) matches the pattern:
+ * fnmatch(3) per component, "**" for any number of directories; a pattern
+ * without '/' matches the last component, a trailing '/' only directories.
+ * Any thread. */
+int ws_path_glob_match(const char *pat, const char *rel, int is_dir);
+
+/* When dir is a Hugging Face hub cache snapshot (.../models--ORG--NAME/
+ * snapshots/<rev>, also datasets--/spaces--), 1 with *repo the realpath of
+ * the repository folder (models--ORG--NAME, new string) and *model the
+ * repository id "ORG/NAME" (new string); 0 when it is not one; < 0 on
+ * error. Blocking (realpath): tools and workers. */
+int ws_manifest_hf_snapshot(const char *dir, char **repo,
+                            char **model) WS_MUST_USE;
 
 /* Builds a v1 manifest of every regular file under dir (recursive, names
  * sorted bytewise). A top-level manifest.json / manifest.json.sig is
- * skipped (it is the release's own metadata). Symlinks are followed only to
- * regular files inside dir; one escaping dir, dangling, or to a directory
+ * skipped (it is the release's own metadata), so is every name starting with
+ * '.' at any depth (VCS and cache metadata: .git/, .gitattributes, .cache/,
+ * .huggingface/), and the files opts' include/exclude leave out. Symlinks
+ * are followed only to regular files inside dir, or, when dir is a Hugging
+ * Face snapshot (ws_manifest_hf_snapshot), inside its repository folder;
+ * one escaping that, dangling, or to a directory
  * fails with WS_EPATH, as do special files and names breaking the manifest
  * rules. Hashes each file and its chunks in parallel on nthreads threads with
  * bounded memory (one 1 MiB buffer per thread). On success *out is a new

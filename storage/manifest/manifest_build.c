@@ -5,6 +5,9 @@
  * The walk is bounded before it allocates: depth, file count, per-file and
  * total size all come from the manifest limits, and every name is checked
  * by the same rules a reader applies, so whatever this builds parses.
+ * Names starting with '.' are never taken (VCS and cache metadata), nor
+ * what the include/exclude patterns leave out (path_glob.c). A Hugging Face
+ * snapshot's symlinks may point into its repository folder's blobs/.
  */
 #include "manifest-int.h"
 
@@ -29,6 +32,9 @@ typedef struct {
 typedef struct {
   const char *root; /* realpath of the directory */
   size_t rootlen;
+  const char *linkroot; /* symlinks must resolve inside (root or HF repo) */
+  size_t linkrootlen;
+  const ws_manifest_build_opts_t *opts;
   bentry_t *ents;
   uint32_t n, cap;
   uint64_t total;
@@ -46,9 +52,26 @@ static void entries_free(bentry_t *ents, uint32_t n) {
 }
 
 static int inside_root(const walk_t *wk, const char *real) {
-  if (wk->rootlen == 1) /* root is "/" */
+  if (wk->linkrootlen == 1) /* root is "/" */
     return real[0] == '/' && real[1] != '\0';
-  return strncmp(real, wk->root, wk->rootlen) == 0 && real[wk->rootlen] == '/';
+  return strncmp(real, wk->linkroot, wk->linkrootlen) == 0 &&
+         real[wk->linkrootlen] == '/';
+}
+
+/* 1 when the entry rel (is_dir: a directory, else a file) is left out. */
+static int walk_skip(const walk_t *wk, const char *rel, const char *name,
+                     int is_dir) {
+  const ws_manifest_build_opts_t *o = wk->opts;
+  int in = o->ninclude == 0 || is_dir;
+
+  if (name[0] == '.')
+    return 1;
+  for (unsigned i = 0; i < o->nexclude; i++)
+    if (ws_path_glob_match(o->exclude[i], rel, is_dir))
+      return 1;
+  for (unsigned i = 0; !in && i < o->ninclude; i++)
+    in = ws_path_glob_match(o->include[i], rel, 0);
+  return !in;
 }
 
 static int walk_add(walk_t *wk, const char *rel, char *path, uint64_t size) {
@@ -151,6 +174,8 @@ static int walk_dir(walk_t *wk, const char *rel, unsigned depth) {
                              strerror(errno));
       goto cleanup;
     }
+    if (walk_skip(wk, crel, de->d_name, S_ISDIR(st.st_mode)))
+      continue;
     if (S_ISDIR(st.st_mode)) {
       err = walk_dir(wk, crel, depth + 1);
     } else if (S_ISREG(st.st_mode)) {
@@ -172,6 +197,62 @@ static int walk_dir(walk_t *wk, const char *rel, unsigned depth) {
 cleanup:
   closedir(d);
   return err;
+}
+
+static int has_prefix(const char *s, const char *p) {
+  return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* "ORG--NAME" -> "ORG/NAME" (the hub's folder naming; ids hold no "--"). */
+static char *hf_repo_id(const char *folder) {
+  char *id = strdup(folder), *w = id;
+  if (id == NULL)
+    return NULL;
+  for (const char *r = folder; *r != '\0';) {
+    if (r[0] == '-' && r[1] == '-') {
+      *w++ = '/';
+      r += 2;
+    } else {
+      *w++ = *r++;
+    }
+  }
+  *w = '\0';
+  return id;
+}
+
+int ws_manifest_hf_snapshot(const char *dir, char **repo, char **model) {
+  static const char *const kinds[] = {"models--", "datasets--", "spaces--"};
+  char *real = realpath(dir, NULL), *slash, *base;
+  const char *kind = NULL;
+
+  if (real == NULL)
+    return -errno;
+  /* real = <repo>/snapshots/<rev> */
+  if ((slash = strrchr(real, '/')) == NULL || slash == real)
+    goto no;
+  *slash = '\0';
+  if ((slash = strrchr(real, '/')) == NULL || strcmp(slash, "/snapshots") != 0)
+    goto no;
+  *slash = '\0';
+  base = strrchr(real, '/');
+  base = base != NULL ? base + 1 : real;
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (has_prefix(base, kinds[i]) && base[strlen(kinds[i])] != '\0')
+      kind = kinds[i];
+  if (kind == NULL)
+    goto no;
+  if (model != NULL && (*model = hf_repo_id(base + strlen(kind))) == NULL) {
+    free(real);
+    return -ENOMEM;
+  }
+  if (repo != NULL)
+    *repo = real;
+  else
+    free(real);
+  return 1;
+no:
+  free(real);
+  return 0;
 }
 
 static int entry_cmp(const void *a, const void *b) {
@@ -240,7 +321,7 @@ int ws_manifest_build(const char *dir, const ws_manifest_build_opts_t *opts,
   ws_manifest_limits_t deflim;
   walk_t wk = {.errbuf = errbuf, .errlen = errlen};
   ws_manifest_t *m = NULL;
-  char *root = NULL, *text = NULL;
+  char *root = NULL, *text = NULL, *hfrepo = NULL;
   size_t textlen = 0;
   uint32_t cs = opts->chunk_size ? opts->chunk_size : WS_CHUNK_SIZE_DEFAULT;
   int err;
@@ -259,6 +340,11 @@ int ws_manifest_build(const char *dir, const ws_manifest_build_opts_t *opts,
                             strerror(errno));
   wk.root = root;
   wk.rootlen = strlen(root);
+  wk.opts = opts;
+  if ((err = ws_manifest_hf_snapshot(root, &hfrepo, NULL)) < 0)
+    goto cleanup;
+  wk.linkroot = hfrepo != NULL ? hfrepo : root;
+  wk.linkrootlen = strlen(wk.linkroot);
   if ((err = walk_dir(&wk, "", 0)) != 0)
     goto cleanup;
   if (wk.n == 0) {
@@ -303,6 +389,7 @@ cleanup:
   free(text);
   ws_manifest_free(m);
   entries_free(wk.ents, wk.n);
+  free(hfrepo);
   free(root);
   return err;
 }

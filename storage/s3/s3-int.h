@@ -406,6 +406,7 @@ struct ws_s3_req_s {
   /* results and retry bookkeeping */
   char *etag; /* learned from the first answer; If-Match on later ones */
   char *if_match;
+  int if_none_match; /* PUT: If-None-Match: * */
   uint64_t size;
   char errmsg[S3_ERRMSG_LEN];
   unsigned attempts;

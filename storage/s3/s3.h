@@ -204,6 +204,22 @@ typedef struct {
 ws_s3_req_t *ws_s3_put(ws_s3_t *s3, const char *bucket, const char *key,
                        const ws_s3_body_t *body, ws_s3_done_cb done, void *arg);
 
+/* The precondition of a conditional PUT (compare-and-swap on an object):
+ * if_match is the ETag the object must still have (quotes optional), or
+ * if_none_match asks that no object exist (If-None-Match: *). Exactly one
+ * must be set. */
+typedef struct {
+  const char *if_match;
+  int if_none_match;
+} ws_s3_cond_t;
+
+/* PUT one object only if cond holds. A precondition that fails completes
+ * with WS_ES3 and ws_s3_req_http_status() 412 (409 when S3 saw a conflicting
+ * conditional write in flight); neither is retried. Strings copied. */
+ws_s3_req_t *ws_s3_put_if(ws_s3_t *s3, const char *bucket, const char *key,
+                          const ws_s3_body_t *body, const ws_s3_cond_t *cond,
+                          ws_s3_done_cb done, void *arg);
+
 /* Multipart upload. create → ws_s3_req_upload_id(); part (1..10000) →
  * ws_s3_req_etag(); complete with every part's ETag in order; abort frees
  * the parts on the server. */

@@ -1,7 +1,7 @@
 /* s3_ops.c - the S3 operations: argument checks and request setup for GET,
- * HEAD, LIST, PUT and multipart upload, and the reading of a successful
- * answer (ETag, UploadId, one ListObjectsV2 page). Thread: loop thread.
- * Everything read from a reply is bounded (S3_XMLBODY_MAX per page,
+ * HEAD, LIST, PUT (plain or conditional) and multipart upload, and the reading
+ * of a successful answer (ETag, UploadId, one ListObjectsV2 page). Thread: loop
+ * thread. Everything read from a reply is bounded (S3_XMLBODY_MAX per page,
  * S3_KEY_MAX per key, list_max_entries per LIST).
  */
 #include "s3-int.h"
@@ -114,6 +114,33 @@ ws_s3_req_t *ws_s3_put(ws_s3_t *s3, const char *bucket, const char *key,
   if (!r)
     return NULL;
   body_set(r, body);
+  s3_req_submit(r);
+  return r;
+}
+
+ws_s3_req_t *ws_s3_put_if(ws_s3_t *s3, const char *bucket, const char *key,
+                          const ws_s3_body_t *body, const ws_s3_cond_t *cond,
+                          ws_s3_done_cb done, void *arg) {
+  if (!body_ok(body) || !cond || !cond->if_match == !cond->if_none_match)
+    return NULL;
+  const char *m = cond->if_match;
+  size_t n = m ? strlen(m) : 0;
+  if (n >= 2 && m[0] == '"' && m[n - 1] == '"') {
+    m++;
+    n -= 2;
+  }
+  if (m && (n == 0 || n > S3_ETAG_MAX || memchr(m, '"', n)))
+    return NULL;
+  ws_s3_req_t *r = req_make(s3, S3_OP_PUT, bucket, key, 0, done, arg);
+  if (!r)
+    return NULL;
+  body_set(r, body);
+  r->if_none_match = cond->if_none_match != 0;
+  if (m && !(r->if_match = strndup(m, n))) {
+    s3_req_submit(r);
+    ws_s3_req_cancel(r);
+    return r;
+  }
   s3_req_submit(r);
   return r;
 }

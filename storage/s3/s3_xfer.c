@@ -397,6 +397,15 @@ static int attempt_request(ws_s3_req_t *r, const s3_creds_t *c) {
     if ((rc = hdr(r, "If-Match", q)))
       return rc;
   }
+  /* A conditional PUT's ETag goes unquoted: radosgw compares it byte for
+   * byte with the stored (unquoted) ETag and answers 412 to the quoted
+   * form; AWS S3 accepts either. */
+  if (r->op == S3_OP_PUT && r->if_match &&
+      (rc = hdr(r, "If-Match", r->if_match)))
+    return rc;
+  if (r->op == S3_OP_PUT && r->if_none_match &&
+      (rc = hdr(r, "If-None-Match", "*")))
+    return rc;
   if (r->op == S3_OP_MPU_COMPLETE &&
       (rc = hdr(r, "Content-Type", "application/xml")))
     return rc;

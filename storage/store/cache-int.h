@@ -27,9 +27,12 @@ typedef struct {
   char version[WS_CACHE_MODEL_MAX];
   uint64_t published_ns; /* 0 while assembling */
   uint64_t accessed_ns;
-  uint64_t meta_bytes; /* manifest.json size once published */
+  uint64_t activated_ns; /* last local claim while published; 0: none */
+  uint64_t meta_bytes;   /* manifest.json size once published */
   int pinned;
   int assembling;
+  ws_cache_hold_t holds[WS_CACHE_HOLDS_MAX]; /* may include expired ones */
+  uint32_t nholds;
   cache_item_t *files; /* unique files: sha256 + size */
   uint32_t nfiles;
 } cache_rel_t;
@@ -68,12 +71,23 @@ void cache_rel_remove_locked(ws_cache_t *c, cache_rel_t *r);
 int cache_file_referenced_locked(const ws_cache_t *c, const ws_hash_t *h,
                                  const cache_rel_t *skip);
 
-/* 1 if r is published and among the newest two of its model. */
+/* 1 if r is published and the current or previous release of its model
+ * (ranked by cache_rel_current_ns). */
 int cache_rel_kept_locked(const ws_cache_t *c, const cache_rel_t *r);
+/* When r was last made current: max(published_ns, activated_ns). */
+uint64_t cache_rel_current_ns(const cache_rel_t *r);
+
+/* Holds (cache_hold.c). _held: r has a hold not expired at now_ns. _live
+ * copies the holds not expired at now_ns into out (WS_CACHE_HOLDS_MAX
+ * entries) and returns their count. */
+int cache_rel_held_locked(const cache_rel_t *r, uint64_t now_ns);
+uint32_t cache_rel_holds_live(const cache_rel_t *r, uint64_t now_ns,
+                              ws_cache_hold_t *out);
 
 int cache_evict_for_locked(ws_cache_t *c, uint64_t need);
 
-/* state/sha256-<hex>.json: pinned, published_ns, accessed_ns. Load leaves
+/* state/sha256-<hex>.json: pinned, published_ns, accessed_ns,
+ * activated_ns, holds. Load leaves
  * fields untouched when the file is absent or unreadable. */
 void cache_state_load(ws_cache_t *c, cache_rel_t *r);
 int cache_state_save(ws_cache_t *c, const cache_rel_t *r, int durable);

@@ -1,7 +1,8 @@
 /* cache.c - the cache's byte ledger: sorted sets of blobs and partials, the
  * release table (published and assembling), stats, listing, pins and access
  * times. One mutex (c->mu) guards all of it; see cache.h for threads.
- * Eviction lives in cache_evict.c, state files in cache_state.c.
+ * Eviction lives in cache_evict.c, state files in cache_state.c, holds and
+ * activation in cache_hold.c.
  */
 #include "cache-int.h"
 
@@ -230,16 +231,21 @@ void ws_cache_set_capacity(ws_cache_t *c, uint64_t capacity) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Number of published releases of r's model published after r. */
+uint64_t cache_rel_current_ns(const cache_rel_t *r) {
+  return r->activated_ns > r->published_ns ? r->activated_ns : r->published_ns;
+}
+
+/* Number of published releases of r's model made current after r. */
 static int newer_of_model(const ws_cache_t *c, const cache_rel_t *r) {
+  uint64_t rt = cache_rel_current_ns(r);
   int n = 0;
   for (size_t i = 0; i < c->nrels; i++) {
     const cache_rel_t *o = c->rels[i];
     if (o == r || o->assembling || strcmp(o->model, r->model) != 0)
       continue;
-    if (o->published_ns > r->published_ns ||
-        (o->published_ns == r->published_ns &&
-         memcmp(o->digest.b, r->digest.b, WS_SHA256_LEN) > 0))
+    uint64_t ot = cache_rel_current_ns(o);
+    if (ot > rt ||
+        (ot == rt && memcmp(o->digest.b, r->digest.b, WS_SHA256_LEN) > 0))
       n++;
   }
   return n;
@@ -265,6 +271,8 @@ static void info_fill(const ws_cache_t *c, const cache_rel_t *r,
   o->pinned = r->pinned;
   o->assembling = r->assembling;
   o->kept = cache_rel_kept_locked(c, r);
+  o->current_ns = cache_rel_current_ns(r);
+  o->nholds = cache_rel_holds_live(r, cache_now_ns(), o->holds);
 }
 
 static int info_cmp(const void *a, const void *b) {

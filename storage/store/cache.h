@@ -9,8 +9,11 @@
  *   1. orphans: blobs and partials that no release (published or being
  *      assembled) references;
  *   2. published releases, least recently accessed first, skipping pinned
- *      ones and the newest two releases (by publish order) of each model, so
- *      a rollback costs a restart, not a download.
+ *      ones, held ones (a hold that has not expired, below) and the current
+ *      and previous release of each model, so a rollback costs a restart,
+ *      not a download. A model's releases are ranked by when each was last
+ *      made current: published (became ready), or claimed again by a local
+ *      prefetch or wait (ws_cache_activate) while already published.
  * Evicting a release removes releases/sha256-<digest>/ first (renamed away,
  * then deleted), then the blobs no remaining release references. A blob a
  * release being assembled needs is never deleted.
@@ -34,6 +37,15 @@ typedef struct ws_cache_s ws_cache_t;
 
 #define WS_CACHE_MODEL_MAX 256 /* bytes kept of a model/version name */
 #define WS_CACHE_KEEP_PER_MODEL 2
+#define WS_CACHE_HOLDS_MAX 16     /* holds per release */
+#define WS_CACHE_HOLD_NAME_MAX 64 /* bytes of a hold name, with the NUL */
+
+/* A named hold: "a server uses this release". expires_ns is the time (ns
+ * since the epoch) the hold lapses unless renewed; 0 = until released. */
+typedef struct {
+  char name[WS_CACHE_HOLD_NAME_MAX];
+  uint64_t expires_ns;
+} ws_cache_hold_t;
 
 typedef struct {
   ws_hash_t digest;
@@ -45,7 +57,10 @@ typedef struct {
   uint64_t accessed_ns;
   int pinned;
   int assembling;
-  int kept; /* 1 if among the newest two of its model */
+  int kept;            /* 1 if the current or previous release of its model */
+  uint64_t current_ns; /* last made current: max(published, activated) */
+  uint32_t nholds;     /* holds that have not expired */
+  ws_cache_hold_t holds[WS_CACHE_HOLDS_MAX];
 } ws_cache_release_info_t;
 
 typedef struct {
@@ -81,13 +96,34 @@ int ws_cache_pin(ws_cache_t *c, const ws_hash_t *digest,
  * a lost access time only changes eviction order). */
 int ws_cache_touch(ws_cache_t *c, const ws_hash_t *digest) WS_MUST_USE;
 
+/* [worker] A local consumer claimed the published release again (prefetch
+ * or wait): it becomes the current release of its model. Persisted without
+ * fsync (a lost claim only changes which two releases are kept).
+ * WS_ENOTFOUND if unknown or not published. */
+int ws_cache_activate(ws_cache_t *c, const ws_hash_t *digest) WS_MUST_USE;
+
+/* [any] 1 if name is a valid hold name: 1..63 bytes of [A-Za-z0-9._:@-],
+ * not starting with '.'. */
+int ws_cache_hold_name_ok(const char *name);
+/* [worker] Takes or renews the hold name on a published release; ttl_ms 0:
+ * until released. Persisted with fsync in state/ (survives a restart; an
+ * expired hold is dropped). *out (may be NULL) gets the hold. WS_ENOTFOUND
+ * if the release is unknown or not published, WS_EUSAGE for a bad name,
+ * WS_ELIMIT when WS_CACHE_HOLDS_MAX live holds exist. */
+int ws_cache_hold(ws_cache_t *c, const ws_hash_t *digest, const char *name,
+                  uint64_t ttl_ms, ws_cache_hold_t *out) WS_MUST_USE;
+/* [worker] Releases the hold name. WS_ENOTFOUND if the release or a live
+ * hold of that name is unknown. */
+int ws_cache_unhold(ws_cache_t *c, const ws_hash_t *digest,
+                    const char *name) WS_MUST_USE;
+
 /* [worker] Evicts by the rules above until used + need <= capacity.
  * Returns 0 when that holds (also when capacity is unlimited), WS_ENOSPACE
  * when it cannot be reached (what could be evicted was). */
 int ws_cache_evict_for(ws_cache_t *c, uint64_t need) WS_MUST_USE;
-/* [worker] Evicts one published release now. Refuses a pinned one
+/* [worker] Evicts one published release now. Refuses a pinned or held one
  * (WS_EBUSY) unless force; refuses one being assembled (WS_EBUSY). Explicit
- * eviction may remove one of the newest two of a model. Blobs still
+ * eviction may remove the current or previous release of a model. Blobs still
  * referenced by other releases stay. */
 int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest,
                    int force) WS_MUST_USE;

@@ -110,9 +110,11 @@ static int orphan_remove_one_locked(ws_cache_t *c) {
 /* Least recently accessed evictable release, or NULL. */
 static cache_rel_t *victim_pick_locked(ws_cache_t *c) {
   cache_rel_t *best = NULL;
+  uint64_t now = cache_now_ns();
   for (size_t i = 0; i < c->nrels; i++) {
     cache_rel_t *r = c->rels[i];
-    if (r->assembling || r->pinned || cache_rel_kept_locked(c, r))
+    if (r->assembling || r->pinned || cache_rel_held_locked(r, now) ||
+        cache_rel_kept_locked(c, r))
       continue;
     if (best == NULL || r->accessed_ns < best->accessed_ns ||
         (r->accessed_ns == best->accessed_ns &&
@@ -156,7 +158,8 @@ int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest, int force) {
     err = WS_ENOTFOUND;
     goto out;
   }
-  if (r->assembling || (r->pinned && !force)) {
+  if (r->assembling ||
+      (!force && (r->pinned || cache_rel_held_locked(r, cache_now_ns())))) {
     err = WS_EBUSY;
     goto out;
   }

@@ -1,5 +1,7 @@
 /* cache_state.c - per-release state files state/sha256-<hex>.json holding
- * what the disk scan cannot know: pinned, publish time, last access.
+ * what the disk scan cannot know: pinned, publish time, last access, last
+ * activation, holds ([{"name", "expires_ns"}], expires_ns "0" = until
+ * released).
  * Written via tmp + rename (+ fsync when durable). Callers hold c->mu.
  * Worker threads only.
  *
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STATE_FILE_MAX 4096
+#define STATE_FILE_MAX 16384 /* 16 holds and two 255-byte names fit */
 
 static int state_path(const ws_cache_t *c, const ws_hash_t *digest, char *buf,
                       size_t len) {
@@ -40,6 +42,41 @@ static int ns_get(const cJSON *o, const char *key, uint64_t *out) {
   return 0;
 }
 
+/* Hostile input: names are checked, extra or malformed entries skipped. */
+static void holds_load(cache_rel_t *r, const cJSON *arr) {
+  const cJSON *it;
+  r->nholds = 0;
+  cJSON_ArrayForEach(it, cJSON_IsArray(arr) ? arr : NULL) {
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(it, "name");
+    uint64_t exp;
+    if (r->nholds == WS_CACHE_HOLDS_MAX)
+      break;
+    if (!cJSON_IsString(jn) || !ws_cache_hold_name_ok(jn->valuestring) ||
+        ns_get(it, "expires_ns", &exp) != 0)
+      continue;
+    ws_cache_hold_t *h = &r->holds[r->nholds++];
+    memset(h, 0, sizeof(*h));
+    memcpy(h->name, jn->valuestring, strlen(jn->valuestring) + 1);
+    h->expires_ns = exp;
+  }
+}
+
+/* [{"name", "expires_ns"}] of r's holds, added to o; NULL on -ENOMEM. */
+static cJSON *holds_save(const cache_rel_t *r, cJSON *o) {
+  cJSON *arr = cJSON_AddArrayToObject(o, "holds");
+  char exp[24];
+  for (uint32_t i = 0; arr != NULL && i < r->nholds; i++) {
+    cJSON *h = cJSON_CreateObject();
+    snprintf(exp, sizeof(exp), "%llu",
+             (unsigned long long)r->holds[i].expires_ns);
+    if (h == NULL || !cJSON_AddItemToArray(arr, h) ||
+        cJSON_AddStringToObject(h, "name", r->holds[i].name) == NULL ||
+        cJSON_AddStringToObject(h, "expires_ns", exp) == NULL)
+      return NULL;
+  }
+  return arr;
+}
+
 void cache_state_load(ws_cache_t *c, cache_rel_t *r) {
   char path[PATH_MAX];
   char *buf = NULL;
@@ -59,11 +96,14 @@ void cache_state_load(ws_cache_t *c, cache_rel_t *r) {
     r->published_ns = v;
   if (ns_get(o, "accessed_ns", &v) == 0)
     r->accessed_ns = v;
+  if (ns_get(o, "activated_ns", &v) == 0)
+    r->activated_ns = v;
+  holds_load(r, cJSON_GetObjectItemCaseSensitive(o, "holds"));
   cJSON_Delete(o);
 }
 
 int cache_state_save(ws_cache_t *c, const cache_rel_t *r, int durable) {
-  char path[PATH_MAX], pub[24], acc[24];
+  char path[PATH_MAX], pub[24], acc[24], act[24];
   cJSON *o;
   char *text;
   int err;
@@ -71,12 +111,15 @@ int cache_state_save(ws_cache_t *c, const cache_rel_t *r, int durable) {
     return err;
   snprintf(pub, sizeof(pub), "%llu", (unsigned long long)r->published_ns);
   snprintf(acc, sizeof(acc), "%llu", (unsigned long long)r->accessed_ns);
+  snprintf(act, sizeof(act), "%llu", (unsigned long long)r->activated_ns);
   o = cJSON_CreateObject();
   if (o == NULL || cJSON_AddBoolToObject(o, "pinned", r->pinned) == NULL ||
       cJSON_AddStringToObject(o, "published_ns", pub) == NULL ||
       cJSON_AddStringToObject(o, "accessed_ns", acc) == NULL ||
       cJSON_AddStringToObject(o, "model", r->model) == NULL ||
-      cJSON_AddStringToObject(o, "version", r->version) == NULL) {
+      cJSON_AddStringToObject(o, "version", r->version) == NULL ||
+      cJSON_AddStringToObject(o, "activated_ns", act) == NULL ||
+      holds_save(r, o) == NULL) {
     cJSON_Delete(o);
     return -ENOMEM;
   }

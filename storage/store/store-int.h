@@ -29,6 +29,11 @@
 struct ws_store_s {
   char *root; /* owned */
   ws_cache_t *cache;
+  /* Held while a partial is opened or created (partial_load): a release's
+   * begin reserves a shared file in the ledger before its partial exists on
+   * disk, so another release's open of that file could otherwise race the
+   * creation (both "start over", one loses the bitmap rename: ENOENT). */
+  pthread_mutex_t open_mu;
 };
 
 /* Calls the test hook, if any, with the step just completed. */

@@ -37,6 +37,7 @@ int ws_store_open(const char *cache_dir, uint64_t capacity_bytes,
   st = calloc(1, sizeof(*st));
   if (st == NULL)
     return -ENOMEM;
+  pthread_mutex_init(&st->open_mu, NULL);
   st->root = strndup(cache_dir, n);
   if (st->root == NULL) {
     err = -ENOMEM;
@@ -58,6 +59,7 @@ void ws_store_close(ws_store_t *st) {
   if (st == NULL)
     return;
   cache_free(st->cache);
+  pthread_mutex_destroy(&st->open_mu);
   free(st->root);
   free(st);
 }

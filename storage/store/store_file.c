@@ -235,7 +235,10 @@ int ws_store_file_open(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size,
     *out = pf;
     return 0;
   }
-  if ((err = partial_load(pf)) != 0)
+  pthread_mutex_lock(&st->open_mu);
+  err = partial_load(pf);
+  pthread_mutex_unlock(&st->open_mu);
+  if (err != 0)
     goto fail;
   ledger_partial_set(pf);
   *out = pf;
