@@ -15,6 +15,7 @@
  * Single-threaded, blocking (libcurl easy), like the other subcommands.
  */
 #include "ctl.h"
+#include "ctl_body.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -58,29 +59,6 @@ static const ws_args_spec_t k_spec = {
     k_rows,
     A_N,
     NULL};
-
-typedef struct {
-  char *p;
-  size_t len;
-  int over;
-} node_buf_t;
-
-static size_t node_body_cb(char *d, size_t sz, size_t n, void *u) {
-  node_buf_t *b = u;
-  size_t add = sz * n;
-  if (b->len + add > NODE_BODY_MAX) {
-    b->over = 1;
-    return 0;
-  }
-  char *p = realloc(b->p, b->len + add + 1);
-  if (p == NULL)
-    return 0;
-  memcpy(p + b->len, d, add);
-  b->p = p;
-  b->len += add;
-  b->p[b->len] = '\0';
-  return add;
-}
 
 /* RFC 1123 subdomain: what Kubernetes allows in a node name. */
 static int node_name_ok(const char *s) {
@@ -139,7 +117,7 @@ static char *node_read_token(const char *path) {
 
 /* GET url with the bearer token; *body (new) on HTTP 200. */
 static int node_get(const char *url, const char *token, const char *ca,
-                    node_buf_t *body) {
+                    ctl_body_t *body) {
   CURL *c = curl_easy_init();
   if (c == NULL)
     return CTL_EXIT_FAIL;
@@ -156,7 +134,7 @@ static int node_get(const char *url, const char *token, const char *ca,
   curl_easy_setopt(c, CURLOPT_CAINFO, ca);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, NODE_TIMEOUT_MS);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, node_body_cb);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ctl_body_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
   CURLcode rc = curl_easy_perform(c);
   long status = 0;
@@ -259,7 +237,7 @@ static int node_lookup(const char **v, char *zone, size_t zlen) {
   char *token = node_read_token(v[A_TOKEN] ? v[A_TOKEN] : NODE_SA_DIR "/token");
   if (token == NULL)
     return CTL_EXIT_FAIL;
-  node_buf_t body = {0};
+  ctl_body_t body = {.max = NODE_BODY_MAX};
   rc = node_get(url, token, v[A_CA] ? v[A_CA] : NODE_SA_DIR "/ca.crt", &body);
   free(token);
   if (rc == CTL_EXIT_OK)

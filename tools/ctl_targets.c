@@ -7,6 +7,7 @@
  * Single-threaded, blocking (libcurl easy), like the other subcommands.
  */
 #include "ctl.h"
+#include "ctl_body.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -34,33 +35,10 @@ static const ws_args_spec_t k_spec = {
     A_N,
     NULL};
 
-typedef struct {
-  char *p;
-  size_t len;
-  int over;
-} tg_buf_t;
-
-static size_t tg_body_cb(char *d, size_t sz, size_t n, void *u) {
-  tg_buf_t *b = u;
-  size_t add = sz * n;
-  if (b->len + add > TARGETS_BODY_MAX) {
-    b->over = 1;
-    return 0;
-  }
-  char *p = realloc(b->p, b->len + add + 1);
-  if (p == NULL)
-    return 0;
-  memcpy(p + b->len, d, add);
-  b->p = p;
-  b->len += add;
-  p[b->len] = '\0';
-  return add;
-}
-
 /* GET http://addr/api/v1/prefetch into *out (parsed). */
 static int tg_get(const char *addr, cJSON **out) {
   char url[512];
-  tg_buf_t b = {0};
+  ctl_body_t b = {.max = TARGETS_BODY_MAX};
   long code = 0;
   int rc = CTL_EXIT_FAIL;
   if (snprintf(url, sizeof(url), "http://%s/api/v1/prefetch", addr) >=
@@ -72,7 +50,7 @@ static int tg_get(const char *addr, cJSON **out) {
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, TARGETS_TIMEOUT_MS);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, tg_body_cb);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ctl_body_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
   CURLcode cc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);

@@ -70,6 +70,9 @@ int s3_bucket_valid(const char *bucket);
 
 /* Appends s[0..n) percent-encoded per SigV4 (unreserved A-Za-z0-9-._~
  * kept; '/' kept when keep_slash; upper-case hex). */
+/* Appends k=v (v URI-encoded) to an application/x-www-form-urlencoded
+ * body, with '&' between pairs. 0 or -ENOMEM. */
+int s3_form_add(s3_buf_t *b, const char *k, const char *v) WS_MUST_USE;
 int s3_uri_encode(s3_buf_t *out, const char *s, size_t n,
                   int keep_slash) WS_MUST_USE;
 
@@ -279,6 +282,12 @@ int s3_creds_parse_process(const char *text, size_t len,
  * or its keys are missing. */
 int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
                        s3_creds_t *out) WS_MUST_USE;
+/* Copies the string member name of JSON object o into *out (new): a
+ * non-empty string of at most S3_CREDS_FIELD_MAX bytes. Absent: 0 with
+ * *out untouched unless required (then WS_EBADMSG, as for a bad value). */
+struct cJSON;
+int s3_json_str(const struct cJSON *o, const char *name, int required,
+                char **out) WS_MUST_USE;
 /* Container / IMDS JSON (AccessKeyId, SecretAccessKey, Token, Expiration). */
 int s3_creds_parse_json(const char *text, size_t len,
                         s3_creds_t *out) WS_MUST_USE;

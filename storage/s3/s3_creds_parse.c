@@ -160,8 +160,10 @@ int s3_time_parse(const char *s, int64_t *out_ms) {
   return 0;
 }
 
-static int json_str(const cJSON *o, const char *name, char **out) {
+int s3_json_str(const cJSON *o, const char *name, int required, char **out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (v == NULL && !required)
+    return 0;
   if (!cJSON_IsString(v) || !v->valuestring[0] ||
       strlen(v->valuestring) > S3_CREDS_FIELD_MAX)
     return WS_EBADMSG;
@@ -177,11 +179,9 @@ int s3_creds_parse_json(const char *text, size_t len, s3_creds_t *out) {
   cJSON *j = cJSON_ParseWithLength(text, len);
   if (!j || !cJSON_IsObject(j))
     goto cleanup;
-  if ((rc = json_str(j, "AccessKeyId", &c.akid)) ||
-      (rc = json_str(j, "SecretAccessKey", &c.secret)))
-    goto cleanup;
-  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(j, "Token");
-  if (tok && (rc = json_str(j, "Token", &c.token)))
+  if ((rc = s3_json_str(j, "AccessKeyId", 1, &c.akid)) ||
+      (rc = s3_json_str(j, "SecretAccessKey", 1, &c.secret)) ||
+      (rc = s3_json_str(j, "Token", 0, &c.token)))
     goto cleanup;
   const cJSON *exp = cJSON_GetObjectItemCaseSensitive(j, "Expiration");
   if (exp) {
@@ -275,7 +275,7 @@ int s3_file_read(const char *path, char **out, size_t *outlen) {
   return 0;
 }
 
-static int form_add(s3_buf_t *b, const char *k, const char *v) {
+int s3_form_add(s3_buf_t *b, const char *k, const char *v) {
   int rc;
   if (b->len && (rc = s3_buf_str(b, "&")))
     return rc;
@@ -322,10 +322,11 @@ void s3_plan_webid(const s3_env_t *e, s3_plan_t *p, const char *role,
   s3_buf_t b = {.max = 2 * S3_CREDS_FILE_MAX};
   char def[64];
   snprintf(def, sizeof(def), "weightswarm-%u", s3_rand32() % 1000000u);
-  if (!t || !*t || form_add(&b, "Action", "AssumeRoleWithWebIdentity") ||
-      form_add(&b, "Version", "2011-06-15") || form_add(&b, "RoleArn", role) ||
-      form_add(&b, "RoleSessionName", session ? session : def) ||
-      form_add(&b, "WebIdentityToken", t)) {
+  if (!t || !*t || s3_form_add(&b, "Action", "AssumeRoleWithWebIdentity") ||
+      s3_form_add(&b, "Version", "2011-06-15") ||
+      s3_form_add(&b, "RoleArn", role) ||
+      s3_form_add(&b, "RoleSessionName", session ? session : def) ||
+      s3_form_add(&b, "WebIdentityToken", t)) {
     free(t);
     s3_buf_free(&b);
     plan_fail(p, S3_SRC_WEBID, "web identity token file", token_file,

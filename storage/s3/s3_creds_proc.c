@@ -177,18 +177,6 @@ out_close:
   return rc;
 }
 
-static int json_field(const cJSON *o, const char *name, int required,
-                      char **out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  if (!v && !required)
-    return 0;
-  if (!cJSON_IsString(v) || !v->valuestring[0] ||
-      strlen(v->valuestring) > S3_CREDS_FIELD_MAX)
-    return WS_EBADMSG;
-  *out = strdup(v->valuestring);
-  return *out ? 0 : -ENOMEM;
-}
-
 int s3_creds_parse_process(const char *text, size_t len, s3_creds_t *out) {
   if (len > S3_PROC_OUT_MAX)
     return WS_ELIMIT;
@@ -200,9 +188,9 @@ int s3_creds_parse_process(const char *text, size_t len, s3_creds_t *out) {
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "Version");
   if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
     goto cleanup;
-  if ((rc = json_field(j, "AccessKeyId", 1, &c.akid)) ||
-      (rc = json_field(j, "SecretAccessKey", 1, &c.secret)) ||
-      (rc = json_field(j, "SessionToken", 0, &c.token)))
+  if ((rc = s3_json_str(j, "AccessKeyId", 1, &c.akid)) ||
+      (rc = s3_json_str(j, "SecretAccessKey", 1, &c.secret)) ||
+      (rc = s3_json_str(j, "SessionToken", 0, &c.token)))
     goto cleanup;
   const cJSON *exp = cJSON_GetObjectItemCaseSensitive(j, "Expiration");
   if (exp && !cJSON_IsNull(exp)) {

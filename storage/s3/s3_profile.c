@@ -236,15 +236,6 @@ static int direct(const s3_env_t *e, const s3_profile_t *pr, const char *name,
   return rc != 0;
 }
 
-static int form_add(s3_buf_t *b, const char *k, const char *v) {
-  int rc;
-  if (b->len && (rc = s3_buf_str(b, "&")))
-    return rc;
-  if ((rc = s3_buf_str(b, k)) || (rc = s3_buf_str(b, "=")))
-    return rc;
-  return s3_uri_encode(b, v, strlen(v), 0);
-}
-
 static int assume_body(const s3_profile_t *pr, const char *role, s3_plan_t *p) {
   const char *n = pr->name;
   const char *sess = s3_profile_get(pr, n, "role_session_name");
@@ -258,14 +249,14 @@ static int assume_body(const s3_profile_t *pr, const char *role, s3_plan_t *p) {
                 "is not a number of seconds",
                 n, dur);
   s3_buf_t b = {.max = 4 * S3_CREDS_FIELD_MAX};
-  int rc = form_add(&b, "Action", "AssumeRole");
-  rc = rc ? rc : form_add(&b, "Version", "2011-06-15");
-  rc = rc ? rc : form_add(&b, "RoleArn", role);
-  rc = rc ? rc : form_add(&b, "RoleSessionName", sess ? sess : def);
+  int rc = s3_form_add(&b, "Action", "AssumeRole");
+  rc = rc ? rc : s3_form_add(&b, "Version", "2011-06-15");
+  rc = rc ? rc : s3_form_add(&b, "RoleArn", role);
+  rc = rc ? rc : s3_form_add(&b, "RoleSessionName", sess ? sess : def);
   if (dur)
-    rc = rc ? rc : form_add(&b, "DurationSeconds", dur);
+    rc = rc ? rc : s3_form_add(&b, "DurationSeconds", dur);
   if (ext)
-    rc = rc ? rc : form_add(&b, "ExternalId", ext);
+    rc = rc ? rc : s3_form_add(&b, "ExternalId", ext);
   if (rc) {
     s3_buf_free(&b);
     p->status = rc;
