@@ -402,6 +402,7 @@ static void api_job_after(void *arg, int status) {
     if (rel != NULL && (peer_release_state(rel) == PEER_REL_READY ||
                         peer_release_state(rel) == PEER_REL_FAILED))
       peer_release_remove(rel);
+    peer_releases_hf_prune(job->api->releases); /* --hf-cache view */
     WS_LOGI("release %s: evicted", ds);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "digest", ds);

@@ -194,6 +194,8 @@ static void daemon_open_after(void *arg, int status) {
   } else if (d->state == PEER_DAEMON_STARTING) {
     daemon_list_ready(d, o);
     daemon_set_state(d, PEER_DAEMON_RUNNING);
+    /* --hf-cache: snapshots of releases gone while p2pd was down. */
+    peer_releases_hf_prune(d->releases);
     ws_cache_stats_t cs;
     ws_cache_stats(ws_store_cache(d->ctx.store), &cs);
     WS_LOGI("cache %s open: %zu releases ready, %llu bytes used of %llu%s",

@@ -28,6 +28,11 @@ int ctl_targets_main(int argc, char **argv);   /* ctl_targets.c */
 #include "s3.h"
 int ctl_tag_main(int argc, char **argv);
 int ctl_resolve_main(int argc, char **argv);
+/* Reads the digest s3://B/P/MODEL/:TAG names into out (a blocking S3 GET
+ * on a private loop). Returns an exit code: OK, USAGE (not a tagged URI),
+ * NOTFOUND (no such tag), FAIL or ORIGIN; errors printed, prefixed by prog. */
+int ctl_tag_resolve(const char *prog, const char *tagged_uri,
+                    char out[WS_DIGEST_STR_LEN + 1]);
 /* Moves tag of the model at s3://bucket/prefix (ends in "/") to digest, a
  * compare-and-swap on the tag object; with expect, only if the tag names
  * expect now. Runs loop until done; errors printed once, prefixed by prog.

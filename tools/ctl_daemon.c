@@ -2,7 +2,8 @@
  * unix-socket API (ctl_http.h):
  *
  *   prefetch URI|DIGEST [--digest D] [--wait] [--timeout S] [--json]
- *   wait DIGEST [--timeout S] [--json] [--hold NAME [--hold-ttl D]]
+ *   wait DIGEST|s3://B/P/MODEL/:TAG [--timeout S] [--json]
+ *        [--hold NAME [--hold-ttl D]]
  *                                          exit 0 only once it is ready
  *   status [DIGEST] [--json]
  *   ls [--json]
@@ -424,14 +425,21 @@ int ctl_wait_main(int argc, char **argv) {
   const ws_arg_t rows[] = {o_timeout, o_retry, o_json, o_hold, o_hold_ttl};
   dargs_t a;
   int ex;
-  if (dargs_parse("p2pctl wait", "sha256-HEX [options]",
+  char d[WS_DIGEST_STR_LEN + 1];
+  if (dargs_parse("p2pctl wait", "sha256-HEX|s3://B/P/MODEL/:TAG [options]",
                   "Waits until the release is ready in the local cache: exit "
                   "0 and its path, 1 failed, 5 timed out (for init "
-                  "containers).",
+                  "containers). A tag is resolved once (S3), then waited on "
+                  "by digest.",
                   rows, 5, argc, argv, &a, &ex) != 0)
     return ex;
+  if (a.pos != NULL && strstr(a.pos, "/:") != NULL) { /* once, then digest */
+    if ((ex = ctl_tag_resolve("p2pctl wait", a.pos, d)) != CTL_EXIT_OK)
+      return ex;
+    a.pos = d;
+  }
   if (!ctl_digest_ok(a.pos))
-    return ctl_usage("wait", "sha256-HEX [options]");
+    return ctl_usage("wait", "sha256-HEX|s3://B/P/MODEL/:TAG [options]");
   ex = ctl_wait_ready(a.pos, a.timeout_s, a.retry_for_ms, 0, a.json);
   if (ex == CTL_EXIT_OK && a.hold != NULL) /* in use from now: kept */
     ex = ctl_hold_take(a.pos, a.hold, a.hold_ttl_ms, 0, 0);

@@ -1,7 +1,8 @@
 /* ctl_tag.c - release tags in S3: `p2pctl tag s3://B/P/MODEL/ TAG DIGEST`
  * moves (or creates) a tag, `p2pctl resolve s3://B/P/MODEL/:TAG` prints the
- * digest a tag names, and ctl_tag_move() is the tag step of `p2pctl publish
- * --tag`.
+ * digest a tag names, ctl_tag_resolve() is that read for `p2pctl wait
+ * s3://B/P/MODEL/:TAG`, and ctl_tag_move() is the tag step of `p2pctl
+ * publish --tag`.
  *
  * A move is a compare-and-swap on the tag object (tag.h): read it (its
  * ETag, or its absence), check that the release's manifest.json exists, then
@@ -288,17 +289,12 @@ static const ws_args_spec_t k_resolve_spec = {
     .nargs = 0,
 };
 
-int ctl_resolve_main(int argc, char **argv) {
-  const char *pos[1];
-  size_t npos = 0;
-  int rc = ws_args_parse(&k_resolve_spec, argc, argv, NULL, pos, 1, &npos);
-  if (rc == WS_ARGS_HELP || rc == WS_ARGS_VERSION) {
-    ws_args_usage(&k_resolve_spec, stdout);
-    return CTL_EXIT_OK;
-  }
+int ctl_tag_resolve(const char *prog, const char *tagged_uri,
+                    char out[WS_DIGEST_STR_LEN + 1]) {
   char *model = NULL, *tag = NULL;
-  if (rc != 0 || npos != 1 || ws_tag_uri_split(pos[0], &model, &tag) != 1) {
-    fprintf(stderr, "usage: p2pctl resolve %s\n", k_resolve_spec.synopsis);
+  if (ws_tag_uri_split(tagged_uri, &model, &tag) != 1) {
+    fprintf(stderr, "%s: not s3://BUCKET/PREFIX/MODEL/:TAG: %s\n", prog,
+            tagged_uri);
     return CTL_EXIT_USAGE;
   }
   ws_s3_uri_t u;
@@ -308,16 +304,14 @@ int ctl_resolve_main(int argc, char **argv) {
     goto out;
   tag_client_t c;
   ex = CTL_EXIT_FAIL;
-  if (client_open(&c, "p2pctl resolve") == 0) {
-    tag_op_t op = {.loop = &c.loop, .s3 = c.s3, .prog = "p2pctl resolve"};
+  if (client_open(&c, prog) == 0) {
+    tag_op_t op = {.loop = &c.loop, .s3 = c.s3, .prog = prog};
     ex = tag_read(&op, u.bucket, prefix, tag);
     if (ex == 0 && !op.found) {
-      fprintf(stderr, "p2pctl resolve: no tag %s in %s\n", tag, model);
+      fprintf(stderr, "%s: no tag %s in %s\n", prog, tag, model);
       ex = CTL_EXIT_NOTFOUND;
     } else if (ex == 0) {
-      char d[WS_DIGEST_STR_LEN + 1];
-      ws_digest_to_str(&op.digest, d);
-      puts(d);
+      ws_digest_to_str(&op.digest, out);
     }
     client_close(&c);
   }
@@ -326,5 +320,26 @@ int ctl_resolve_main(int argc, char **argv) {
 out:
   free(model);
   free(tag);
+  return ex;
+}
+
+int ctl_resolve_main(int argc, char **argv) {
+  const char *pos[1];
+  size_t npos = 0;
+  int rc = ws_args_parse(&k_resolve_spec, argc, argv, NULL, pos, 1, &npos);
+  if (rc == WS_ARGS_HELP || rc == WS_ARGS_VERSION) {
+    ws_args_usage(&k_resolve_spec, stdout);
+    return CTL_EXIT_OK;
+  }
+  char d[WS_DIGEST_STR_LEN + 1];
+  if (rc != 0 || npos != 1) {
+    fprintf(stderr, "usage: p2pctl resolve %s\n", k_resolve_spec.synopsis);
+    return CTL_EXIT_USAGE;
+  }
+  int ex = ctl_tag_resolve("p2pctl resolve", pos[0], d);
+  if (ex == CTL_EXIT_USAGE)
+    fprintf(stderr, "usage: p2pctl resolve %s\n", k_resolve_spec.synopsis);
+  else if (ex == CTL_EXIT_OK)
+    puts(d);
   return ex;
 }

@@ -1,7 +1,9 @@
 /* trk_http.c - HTTP routes of p2p-tracker (see trk_http.h).
  *
- * Owns the ws_httpd server it creates; every handler answers at once from
- * live state (no request outlives its handler). Bodies are capped at
+ * Owns the ws_httpd server it creates and the tag resolver (trk_tag.h);
+ * every handler answers at once from live state (no request outlives its
+ * handler) except a prefetch by tag, answered once S3 has named the digest
+ * (cancelled if the client goes away). Bodies are capped at
  * TRK_HTTP_BODY_MAX and connections at TRK_HTTP_MAX_CONNS by ws_httpd.
  * Loop thread only.
  */
@@ -16,6 +18,7 @@
 #include "trk_dashboard.h"
 #include "trk_json.h"
 #include "trk_metrics.h"
+#include "trk_tag.h"
 #include "trk_target.h"
 #include "ws_httpd.h"
 #include "ws_log.h"
@@ -25,6 +28,7 @@ struct trk_http_s {
   trk_tracker_t *t;
   trk_server_t *srv;
   ws_httpd_t *httpd;
+  trk_tags_t *tags; /* tagged prefetch URIs (trk_tag.h) */
   trk_http_wanted_cb wanted_cb;
   void *wanted_arg;
   trk_http_close_cb close_cb;
@@ -193,6 +197,106 @@ static int prefetch_select(trk_http_t *h, const ws_hash_t *d,
   return added;
 }
 
+/* Adds (or updates) the wanted entry d with its selector and answers: 201
+ * new, 200 already wanted. given is the body's digest (checked against the
+ * URI's), resolved the digest a tag named (added to the answer). */
+static void prefetch_commit(trk_http_t *h, ws_httpd_req_t *req,
+                            const ws_hash_t *d, const ws_hash_t *given,
+                            const char *uri, const trk_selector_t *sp,
+                            const char *resolved) {
+  const char *msg;
+  int rc = trk_tracker_prefetch(h->t, given, uri, now_ms(h));
+  if (rc >= 0)
+    rc = prefetch_select(h, d, sp, rc);
+  if (rc < 0) {
+    msg = rc == WS_ENOTFOUND ? "unknown digest: no swarm has it; POST its uri"
+          : rc == WS_EDIGEST ? "digest and uri disagree"
+          : rc == WS_ELIMIT  ? "wanted set is full"
+                             : NULL;
+    ws_httpd_reply_error(req, prefetch_status(rc), rc, msg);
+    return;
+  }
+  const trk_wanted_entry_t *e = trk_wanted_find(trk_tracker_wanted(h->t), d);
+  cJSON *out = e == NULL ? NULL : wanted_json(h, e);
+  if (out != NULL)
+    cJSON_AddBoolToObject(out, "created", rc == 0);
+  if (out != NULL && resolved != NULL)
+    cJSON_AddStringToObject(out, "resolved", resolved);
+  WS_LOGI("prefetch %s %s (%s)", e != NULL ? e->digest_str : "?",
+          e != NULL ? e->uri : "", rc == 0 ? "added" : "already wanted");
+  if (rc == 0)
+    changed(h);
+  ws_httpd_reply_json(req, rc == 0 ? 201 : 200, out);
+}
+
+/* ---- prefetch by tag: resolved once (trk_tag.h), then by digest ---- */
+
+typedef struct {
+  trk_http_t *h;
+  ws_httpd_req_t *req;
+  int has_given, has_sel;
+  ws_hash_t given;
+  trk_selector_t sel;
+  trk_tag_op_t *op;
+} tag_prefetch_t;
+
+static void tag_resolved(void *arg, int status, const ws_hash_t *digest,
+                         const char *release_uri, const char *why) {
+  tag_prefetch_t *tp = arg;
+  char d[WS_DIGEST_STR_LEN + 1];
+  if (status != 0) {
+    int code = status == WS_ES3NOKEY                         ? 404
+               : status == WS_EBADMSG || status == WS_ELIMIT ? 422
+               : status == WS_ECANCELED                      ? 503
+               : status == WS_EUSAGE                         ? 400
+                                                             : 502;
+    ws_httpd_reply_error(tp->req, code, status, why);
+  } else {
+    ws_digest_to_str(digest, d);
+    prefetch_commit(tp->h, tp->req, digest, tp->has_given ? &tp->given : NULL,
+                    release_uri, tp->has_sel ? &tp->sel : NULL, d);
+  }
+  free(tp);
+}
+
+/* The client hung up before S3 answered: forget the resolve. */
+static void tag_gone(ws_httpd_req_t *req, void *arg) {
+  tag_prefetch_t *tp = arg;
+  trk_tag_cancel(tp->op);
+  free(tp);
+  ws_httpd_req_drop(req);
+}
+
+/* POST with uri s3://B/P/MODEL/:TAG; the selector is parsed already and
+ * carried through the resolve. Takes req. */
+static void prefetch_tag(trk_http_t *h, ws_httpd_req_t *req, const char *uri,
+                         const ws_hash_t *given, const trk_selector_t *sp) {
+  tag_prefetch_t *tp = calloc(1, sizeof(*tp));
+  int rc = tp == NULL ? -ENOMEM : 0;
+  if (rc == 0) {
+    tp->h = h;
+    tp->req = req;
+    tp->has_given = given != NULL;
+    if (given != NULL)
+      tp->given = *given;
+    tp->has_sel = sp != NULL;
+    if (sp != NULL)
+      tp->sel = *sp;
+    rc = trk_tags_resolve(h->tags, uri, tag_resolved, tp, &tp->op);
+  }
+  if (rc == 0) {
+    ws_httpd_req_on_gone(req, tag_gone, tp);
+    return;
+  }
+  free(tp);
+  ws_httpd_reply_error(
+      req, rc == WS_EUSAGE ? 400 : 500, rc,
+      rc == WS_EUSAGE ? "tagged uri must be s3://BUCKET/PREFIX/MODEL/:TAG "
+                        "(TAG: 1..128 of [A-Za-z0-9._-], first a letter or "
+                        "digit)"
+                      : "cannot resolve tags: S3 client not available");
+}
+
 static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
   trk_http_t *h = arg;
   cJSON *body = NULL;
@@ -200,6 +304,7 @@ static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
   const ws_hash_t *dp = NULL;
   const char *uri = NULL;
   const char *msg = NULL;
+  int tagged = 0;
   int rc = ws_httpd_req_json(req, &body);
   if (rc < 0 || !cJSON_IsObject(body)) {
     rc = WS_EJSON;
@@ -226,8 +331,10 @@ static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
   if (ju != NULL) {
     uri = ju->valuestring;
     /* Peers are told releases by digest (docs/protocol.md), so a URI must
-     * name its digest: the immutable layout .../sha256-<hex>/. */
-    rc = trk_wanted_uri_digest(uri, &ud);
+     * name its digest: the immutable layout .../sha256-<hex>/, or a tag
+     * (s3://B/P/MODEL/:TAG) resolved to one first (trk_tag.h). */
+    tagged = strstr(uri, "/:") != NULL;
+    rc = tagged ? 0 : trk_wanted_uri_digest(uri, &ud);
     if (rc < 0) {
       msg = rc == WS_ENOTFOUND ? "uri has no sha256-<hex> path segment"
                                : "uri must be s3://bucket/...";
@@ -239,26 +346,12 @@ static void h_prefetch_add(ws_httpd_req_t *req, void *arg) {
   const trk_selector_t *sp = NULL;
   if ((rc = body_selector(body, &sel, &sp, &msg)) < 0)
     goto fail;
-  rc = trk_tracker_prefetch(h->t, dp, uri, now_ms(h));
-  if (rc >= 0)
-    rc = prefetch_select(h, dp != NULL ? dp : &ud, sp, rc);
-  if (rc < 0) {
-    msg = rc == WS_ENOTFOUND ? "unknown digest: no swarm has it; POST its uri"
-          : rc == WS_EDIGEST ? "digest and uri disagree"
-          : rc == WS_ELIMIT  ? "wanted set is full"
-                             : NULL;
-    goto fail;
+  if (tagged) {
+    prefetch_tag(h, req, uri, dp, sp);
+    cJSON_Delete(body);
+    return;
   }
-  const trk_wanted_entry_t *e =
-      trk_wanted_find(trk_tracker_wanted(h->t), dp != NULL ? dp : &ud);
-  cJSON *out = e == NULL ? NULL : wanted_json(h, e);
-  if (out != NULL)
-    cJSON_AddBoolToObject(out, "created", rc == 0);
-  WS_LOGI("prefetch %s %s (%s)", e != NULL ? e->digest_str : "?",
-          e != NULL ? e->uri : "", rc == 0 ? "added" : "already wanted");
-  if (rc == 0)
-    changed(h);
-  ws_httpd_reply_json(req, rc == 0 ? 201 : 200, out);
+  prefetch_commit(h, req, dp != NULL ? dp : &ud, dp, uri, sp, NULL);
   cJSON_Delete(body);
   return;
 
@@ -313,6 +406,9 @@ int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
   h->loop = loop;
   h->t = t;
   h->srv = srv;
+  rc = trk_tags_new(loop, &h->tags);
+  if (rc < 0)
+    goto fail_h;
   rc = ws_httpd_new(loop, &cfg, &h->httpd);
   if (rc < 0)
     goto fail_h;
@@ -329,6 +425,8 @@ fail_httpd:
   /* ws_httpd frees itself once its handles are closed. */
   ws_httpd_close(h->httpd, NULL, NULL);
 fail_h:
+  if (h->tags != NULL)
+    trk_tags_close(h->tags, NULL, NULL); /* no client yet: frees at once */
   free(h);
   return rc;
 }
@@ -342,12 +440,18 @@ void trk_http_on_wanted(trk_http_t *h, trk_http_wanted_cb cb, void *arg) {
   h->wanted_arg = arg;
 }
 
-static void httpd_closed(ws_httpd_t *srv, void *arg) {
+static void tags_closed(void *arg) {
   trk_http_t *h = arg;
-  (void)srv;
   if (h->close_cb != NULL)
     h->close_cb(h->close_arg);
   free(h);
+}
+
+/* Requests are gone (their resolves cancelled): then the S3 client. */
+static void httpd_closed(ws_httpd_t *srv, void *arg) {
+  trk_http_t *h = arg;
+  (void)srv;
+  trk_tags_close(h->tags, tags_closed, h);
 }
 
 void trk_http_close(trk_http_t *h, trk_http_close_cb cb, void *arg) {

@@ -6,12 +6,15 @@
  *   GET    /api/v1/swarms             all swarms + wanted set (JSON)
  *   GET    /api/v1/swarms/<digest>    one swarm with its peers (JSON)
  *   GET    /api/v1/prefetch           the wanted set (JSON)
- *   POST   /api/v1/prefetch           {"uri": "s3://.../sha256-<hex>/"} or
+ *   POST   /api/v1/prefetch           {"uri": "s3://.../sha256-<hex>/"},
+ *                                     {"uri": "s3://B/P/MODEL/:TAG"} (the
+ *                                     tag resolved once, trk_tag.h) or
  *                                     {"digest": "sha256-<hex>"} (known)
  *   DELETE /api/v1/prefetch/<digest>  forget a wanted release
  *
  * Reads live tracker state on the loop thread; answers every request at
- * once. Loop thread only.
+ * once, except a tagged prefetch, answered when S3 has named the digest.
+ * Loop thread only.
  */
 #ifndef TRK_HTTP_H
 #define TRK_HTTP_H

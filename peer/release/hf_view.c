@@ -11,8 +11,16 @@
  * name and renamed over, a snapshot is built under models--ORG--NAME/.tmp-*
  * (outside snapshots/, where a scanner would take it for a revision) and
  * renamed into place once complete (an existing snapshot of the same rev is
- * complete and identical: it is named by the digest). Nothing is fsynced:
+ * complete and identical: it is named by the digest). Temporary names carry
+ * the worker's thread id: two updates of one release (refs/main when it
+ * becomes READY, refs/<tag> for a prefetch by tag) may run at once on two
+ * workers. Nothing is fsynced:
  * the view is derived from the cache and rebuilt by the next update.
+ * An update skips the blob links when the snapshot is already there (a
+ * snapshot's blobs stay while it does) and rewrites a ref only when it
+ * names another revision. It holds the view lock (hf_prune.c) throughout
+ * and ends with a prune pass, which takes out the releases the cache lost
+ * (a seed import may have evicted some).
  *
  * The manifest is read back from the cache's release directory and parsed
  * again (the release table no longer holds it once READY); the model name is
@@ -35,7 +43,7 @@
 
 #include "ws_log.h"
 
-#define HF_REV_LEN 40
+#define HF_REV_LEN PEER_HF_REV_LEN
 #define HF_PART_MAX 96 /* the hub's limit on an org or name */
 
 typedef struct {
@@ -149,7 +157,7 @@ static int load_manifest(hfv_job_t *j, ws_manifest_t **m) {
 /* Makes link path -> target, replacing what is there atomically. */
 static int link_replace(const char *target, const char *path) {
   char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >=
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)gettid()) >=
       (int)sizeof(tmp))
     return -ENAMETOOLONG;
   (void)unlink(tmp);
@@ -223,7 +231,7 @@ static int snapshot(hfv_job_t *j, const char *repo, const ws_manifest_t *m,
   int rc = 0;
 
   if (PATHF(dst, "%s/snapshots/%s", repo, rev) != 0 ||
-      PATHF(tmp, "%s/.tmp-%s-%d", repo, rev, (int)getpid()) != 0)
+      PATHF(tmp, "%s/.tmp-%s-%d", repo, rev, (int)gettid()) != 0)
     return fail(j, -ENAMETOOLONG, "snapshot");
   if (lstat(dst, &st) == 0 && S_ISDIR(st.st_mode))
     return 0; /* complete: named by the digest, renamed in whole */
@@ -240,14 +248,21 @@ static int snapshot(hfv_job_t *j, const char *repo, const ws_manifest_t *m,
   return rc != 0 ? fail(j, rc, "snapshot") : 0;
 }
 
-/* repo/refs/<tag> = rev, via a temporary file and rename. */
+/* repo/refs/<tag> = rev, via a temporary file and rename (unless it names
+ * rev already). */
 static int write_ref(hfv_job_t *j, const char *repo, const char *rev) {
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[PATH_MAX], tmp[PATH_MAX], cur[HF_REV_LEN + 1];
   int fd, rc = 0;
 
   if (PATHF(path, "%s/refs/%s", repo, j->tag) != 0 ||
-      PATHF(tmp, "%s/.tmp-ref-%s-%d", repo, j->tag, (int)getpid()) != 0)
+      PATHF(tmp, "%s/.tmp-ref-%s-%d", repo, j->tag, (int)gettid()) != 0)
     return fail(j, -ENAMETOOLONG, "refs");
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+    ssize_t n = read(fd, cur, sizeof(cur));
+    close(fd);
+    if (n == HF_REV_LEN && memcmp(cur, rev, HF_REV_LEN) == 0)
+      return 0;
+  }
   if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
     return fail(j, -errno, tmp);
   if (write(fd, rev, HF_REV_LEN) != HF_REV_LEN)
@@ -262,9 +277,9 @@ static int write_ref(hfv_job_t *j, const char *repo, const char *rev) {
 }
 
 /* [worker] The whole update: blobs, then the snapshot, then the ref. */
-static void hfv_work(void *arg) {
-  hfv_job_t *j = arg;
+static void hfv_update(hfv_job_t *j) {
   ws_manifest_t *m = NULL;
+  struct stat st;
   char folder[2 * HF_PART_MAX + 16], repo[PATH_MAX], sub[PATH_MAX], hex[65];
   const char *rev = j->digest + strlen("sha256-");
   char revbuf[HF_REV_LEN + 1];
@@ -277,13 +292,6 @@ static void hfv_work(void *arg) {
              j->model ? j->model : "");
     return;
   }
-  char *real = realpath(j->root, NULL);
-  if (real == NULL) {
-    fail(j, -errno, j->root);
-    return;
-  }
-  free(j->root);
-  j->root = real;
   memcpy(revbuf, rev, HF_REV_LEN);
   revbuf[HF_REV_LEN] = '\0';
   if (PATHF(repo, "%s/%s", j->view, folder) != 0) {
@@ -300,15 +308,38 @@ static void hfv_work(void *arg) {
   }
   if (load_manifest(j, &m) != 0)
     return;
+  if (PATHF(sub, "%s/snapshots/%s", repo, revbuf) == 0 &&
+      lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+    goto ref; /* complete, and its blob links stay while it does */
   for (uint32_t i = 0; i < m->nfiles; i++) {
     ws_hash_to_hex(&m->files[i].sha256, hex);
     if (blob_link(j, repo, &m->files[i], hex) != 0)
       goto done;
   }
-  if (snapshot(j, repo, m, revbuf) == 0)
-    (void)write_ref(j, repo, revbuf);
+  if (snapshot(j, repo, m, revbuf) != 0)
+    goto done;
+ref:
+  (void)write_ref(j, repo, revbuf);
 done:
   ws_manifest_free(m);
+}
+
+/* [worker] The update, then a prune pass (hf_prune.c), under the lock. */
+static void hfv_work(void *arg) {
+  hfv_job_t *j = arg;
+  char *real = realpath(j->root, NULL);
+  int rc;
+  if (real == NULL) {
+    fail(j, -errno, j->root);
+    return;
+  }
+  free(j->root);
+  j->root = real;
+  peer_hf_lock();
+  hfv_update(j);
+  if ((rc = peer_hf_prune_locked(j->root, j->view)) != 0)
+    WS_LOGW("hugging face view: pruning %s: %s", j->view, ws_strerror(rc));
+  peer_hf_unlock();
 }
 
 static void hfv_free(hfv_job_t *j) {

@@ -253,6 +253,19 @@ void peer_releases_want(peer_releases_t *t, const char *uri,
   if (!t->ctx->running)
     return;
   peer_release_t *rel = peer_release_find(t, digest);
+  if (rel != NULL && rel->state == PEER_REL_READY) {
+    /* Wanted while READY (a rollback the tracker sends before this node
+     * joined the release's swarm): current again, as a local prefetch
+     * makes it, and the Hugging Face view's refs/main names it again; not
+     * at every announce. */
+    uint64_t now = peer_now_unix_ms();
+    if (now - rel->wanted_unix_ms >= PEER_MANIFEST_WAIT_MS) {
+      rel->wanted_unix_ms = now;
+      peer_release_claim(rel);
+      peer_rel_hf_view(rel, NULL);
+    }
+    return;
+  }
   if (rel != NULL && rel->state != PEER_REL_FAILED)
     return;
   /* A failed release is retried, but not at every announce. */

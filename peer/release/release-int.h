@@ -55,8 +55,9 @@ struct peer_release_s {
   char errmsg[512];
   uint64_t started_unix_ms;
   uint64_t finished_unix_ms;
-  uint64_t t0_ns; /* uv_hrtime at start */
-  uint64_t t1_ns; /* uv_hrtime at READY/FAILED */
+  uint64_t wanted_unix_ms; /* last tracker want while READY (prefetch.c) */
+  uint64_t t0_ns;          /* uv_hrtime at start */
+  uint64_t t1_ns;          /* uv_hrtime at READY/FAILED */
   peer_release_watch_t *watches;
   unsigned nwatches;
   ws_s3_req_t *mreq; /* manifest GET in flight */
@@ -123,6 +124,18 @@ void peer_rel_hf_view(peer_release_t *rel, const char *tag);
 int peer_hf_repo_folder(const char *model, char *out, size_t len);
 /* 1 when tag may name a file under refs/. */
 int peer_hf_tag_ok(const char *tag);
+
+/* ---- Hugging Face view: removing what the cache lost (hf_prune.c) ------ */
+
+#define PEER_HF_REV_LEN 40 /* hex digits of the digest naming a snapshot */
+
+/* Serialise view updates and prune passes (any worker). */
+void peer_hf_lock(void);
+void peer_hf_unlock(void);
+/* [worker, lock held] One pass over the view dir: snapshots of releases no
+ * longer published under root (a realpath) go, with the refs naming them,
+ * the blob links no snapshot uses and folders left empty. 0 or -errno. */
+int peer_hf_prune_locked(const char *root, const char *view);
 
 /* ---- counters (view.c) -------------------------------------------------- */
 

@@ -445,6 +445,8 @@ static void rel_begin_after(void *arg, int status) {
   rel_job_t *job = arg;
   peer_release_t *rel = job->rel;
   int rc = status != 0 ? status : job->status;
+  /* The reservation may have evicted releases, even when it failed. */
+  peer_releases_hf_prune(rel->t);
   if (rc != 0)
     peer_rel_fail(rel, rc,
                   rc == WS_ENOSPACE || rc == -ENOSPC

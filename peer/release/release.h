@@ -103,6 +103,10 @@ int peer_releases_seeded(peer_releases_t *t, const ws_manifest_t *m,
                          peer_release_t **out) WS_MUST_USE;
 /* Drops a READY or FAILED release from the table (after eviction). */
 void peer_release_remove(peer_release_t *rel);
+/* With --hf-cache, queues a pass on a worker that takes the releases the
+ * cache no longer has out of the Hugging Face view (hf_prune.c): call it
+ * after an eviction. Loop thread. */
+void peer_releases_hf_prune(peer_releases_t *t);
 /* Drops a reference given by peer_release_prefetch. */
 void peer_release_unref(peer_release_t *rel);
 

@@ -8,6 +8,7 @@
  * Thread: loop thread; links_work on a worker.
  */
 #include "release/tag_prefetch.h"
+#include "release/release-int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -92,22 +93,31 @@ static void links_queue(tag_link_t *l) {
 
 static void on_ready(void *arg, peer_release_t *rel, int err) {
   tag_link_t *l = arg;
-  if (err == 0 && peer_release_state(rel) == PEER_REL_READY)
-    links_queue(l);
-  else
+  if (err == 0 && peer_release_state(rel) == PEER_REL_READY) {
+    peer_rel_hf_view(rel, l->tag); /* --hf-cache: refs/<tag>, on a worker */
+    if (l->root != NULL && l->model != NULL)
+      links_queue(l);
+    else
+      link_free(l);
+  } else {
     link_free(l);
+  }
 }
 
-/* Links rel under model/tag once it is READY. Best effort (logged). */
+/* Links rel under model/tag once it is READY (when the cache and the model
+ * name allow), and names it refs/<tag> in the Hugging Face view (when
+ * --hf-cache is set). Best effort (logged). */
 static void links_when_ready(peer_tag_op_t *op, peer_release_t *rel) {
   tag_link_t *l = calloc(1, sizeof(*l));
-  if (l == NULL || op->ctx->store == NULL || !op->model)
+  if (l == NULL)
     goto fail;
   l->ctx = op->ctx;
-  l->root = strdup(ws_store_root(op->ctx->store));
-  l->model = strdup(op->model);
+  if (op->ctx->store != NULL && op->model != NULL &&
+      ((l->root = strdup(ws_store_root(op->ctx->store))) == NULL ||
+       (l->model = strdup(op->model)) == NULL))
+    goto fail;
   l->tag = strdup(op->tag);
-  if (!l->root || !l->model || !l->tag || !peer_release_digest_str(rel))
+  if (!l->tag || !peer_release_digest_str(rel))
     goto fail;
   snprintf(l->digest, sizeof(l->digest), "%s", peer_release_digest_str(rel));
   if (peer_release_settled(rel, PEER_REL_WATCH_READY)) {

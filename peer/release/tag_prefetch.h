@@ -9,6 +9,8 @@
  *
  * so a server can be given a stable path. MODEL is the last component of
  * the model prefix (it must be a valid tag-like name, else no links).
+ * With p2pd --hf-cache, the Hugging Face view of the release also gets
+ * refs/<TAG> naming its revision (hf_view.c), besides refs/main.
  *
  * Thread: loop thread; the link writing on a worker.
  */

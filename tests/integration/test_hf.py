@@ -12,7 +12,9 @@ It is read by an independent client, the npm package @huggingface/hub
 (installed under the build directory when missing): its cache scanner must
 list the repository, the revision (refs/main) and every top-level file with
 its size; every file of the release is read through the view byte for byte
-and each .safetensors header is parsed.
+and each .safetensors header is parsed. Evicting a release takes its
+snapshot, refs and unshared blobs out of the view (no link dangles, the
+scanner lists no revision for it), and the last one the repository folder.
 """
 import hashlib
 import json
@@ -181,8 +183,58 @@ def test_hf_snapshot_publish_and_view(rgw, s3env, snapshot, hf_hub, tmp_path):
                 header = json.loads(raw[8:8 + hl])
                 end = header["weight"]["data_offsets"][1]
                 assert 8 + hl + end == len(raw)
+
+        # A second release sharing blobs; evicting the first takes its
+        # snapshot out (the shared blobs stay), evicting the second the
+        # whole repository folder. No link ever dangles.
+        p = ctl(s3env, "publish", str(snap), "s3://%s/hf/tiny/" % bucket,
+                "--exclude", "original/**", "--exclude", "tokenizer.json",
+                "--chunk-size", "1Mi", "--json")
+        assert p.returncode == 0, p.stderr
+        digest2 = json.loads(p.stdout.strip().splitlines()[-1])["digest"]
+        rev2 = digest2[len("sha256-"):][:40]
+        r = d.ctl("prefetch", "s3://%s/hf/tiny/%s/" % (bucket, digest2),
+                  "--wait", "--timeout", "60s")
+        assert r.returncode == 0, r.stdout + r.stderr + d.tail()
+        wait_for(lambda: ref.exists() and ref.read_text() == rev2, d)
+        r = d.ctl("evict", digest)
+        assert r.returncode == 0, r.stdout + r.stderr + d.tail()
+        # the snapshot leaves snapshots/ by a rename to .trash-*, then goes
+        wait_for(lambda: not sdir.exists() and not any(
+            e.startswith(".") for e in os.listdir(view / REPO)), d)
+        assert no_dangling(view) > 0
+        assert ref.read_text() == rev2
+        repo = scan(hf_hub, str(view))["repos"][0]
+        assert [v["commitOid"] for v in repo["revisions"]] == [rev2]
+        blobs = sorted(os.listdir(view / REPO / "blobs"))
+        assert blobs == sorted(hashlib.sha256(files[n]).hexdigest()
+                               for n in WANT if n != "tokenizer.json")
+        r = d.ctl("evict", digest2)
+        assert r.returncode == 0, r.stdout + r.stderr + d.tail()
+        wait_for(lambda: not (view / REPO).exists(), d)
+        assert no_dangling(view) == 0
+        assert scan(hf_hub, str(view))["repos"] == []
     finally:
         assert d.stop() == 0, d.tail()
+
+
+def wait_for(cond, d, timeout=20):
+    deadline = time.time() + timeout
+    while not cond() and time.time() < deadline:
+        time.sleep(0.05)
+    assert cond(), d.tail()
+
+
+def no_dangling(top):
+    """Asserts every link under top resolves; returns how many there are."""
+    n = 0
+    for base, dirs, names in os.walk(top):
+        for name in dirs + names:
+            path = os.path.join(base, name)
+            if os.path.islink(path):
+                assert os.path.exists(path), "dangling: " + path
+                n += 1
+    return n
 
 
 def test_hf_include_and_outside_links(snapshot, tmp_path):
