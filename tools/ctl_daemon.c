@@ -369,15 +369,17 @@ static int ctl_wait_ready(const char *digest, double timeout_s,
 int ctl_prefetch_main(int argc, char **argv) {
   static const char u[] = "s3://BUCKET/PREFIX/MODEL/[sha256-HEX/]|sha256-HEX "
                           "[options]";
-  const ws_arg_t rows[] = {o_digest, o_wait, o_timeout, o_retry, o_json};
+  const ws_arg_t rows[] = {o_digest, o_wait, o_timeout, o_retry,
+                           o_json,   o_hold, o_hold_ttl};
   dargs_t a;
   int ex;
   if (dargs_parse("p2pctl prefetch", u,
                   "Asks the local p2pd to fetch a release into its cache; "
-                  "with --wait, exits 0 once it is ready and prints its path.",
-                  rows, 5, argc, argv, &a, &ex) != 0)
+                  "with --wait, exits 0 once it is ready and prints its path "
+                  "(and with --hold, takes the named hold on it).",
+                  rows, 7, argc, argv, &a, &ex) != 0)
     return ex;
-  if (!a.has_pos)
+  if (!a.has_pos || (a.hold != NULL && !a.wait))
     return ctl_usage("prefetch", u);
   cJSON *body = cJSON_CreateObject();
   if (body == NULL)
@@ -418,7 +420,11 @@ int ctl_prefetch_main(int argc, char **argv) {
     return CTL_EXIT_OK;
   }
   cJSON_Delete(r);
-  return ctl_wait_ready(digest, a.timeout_s, a.retry_for_ms, 1, a.json);
+  ex = ctl_wait_ready(digest, a.timeout_s, a.retry_for_ms, 1, a.json);
+  /* The digest p2pd resolved (a tag included): the release in use. */
+  if (ex == CTL_EXIT_OK && a.hold != NULL)
+    ex = ctl_hold_take(digest, a.hold, a.hold_ttl_ms, 0, 0);
+  return ex;
 }
 
 int ctl_wait_main(int argc, char **argv) {

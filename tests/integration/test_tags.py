@@ -229,7 +229,8 @@ def test_tracker_prefetch_by_tag(s3env, boto, bucket, tmp_path, monkeypatch):  #
 
 def test_wait_by_tag_and_hf_ref(s3env, bucket, tmp_path):  # noqa: F811
     """`p2pctl wait MODEL/:prod --hold NAME` resolves the tag, waits on the
-    digest and holds it; a prefetch by tag names the release refs/prod in
+    digest and holds it; so does `prefetch MODEL/:prod --wait --hold NAME`
+    (through p2pd); a prefetch by tag names the release refs/prod in
     the Hugging Face view (besides refs/main)."""
     v0, = versions(tmp_path, 1)
     model = "s3://%s/team/hfref/" % bucket
@@ -248,6 +249,16 @@ def test_wait_by_tag_and_hf_ref(s3env, bucket, tmp_path):  # noqa: F811
         assert d0 in r.stdout, r.stdout
         st, rel = d.api("GET", "/api/v1/releases/" + d0)
         assert [h["name"] for h in rel["holds"]] == ["server-a"], rel
+        # An init container without S3 access: p2pd resolves the tag and the
+        # hold goes on the digest it resolved.
+        r = d.ctl("prefetch", model + ":prod", "--wait", "--timeout", "30",
+                  "--hold", "server-b")
+        assert r.returncode == 0, r.stderr + d.tail()
+        st, rel = d.api("GET", "/api/v1/releases/" + d0)
+        assert sorted(h["name"] for h in rel["holds"]) == \
+            ["server-a", "server-b"], rel
+        r = d.ctl("prefetch", model + ":prod", "--hold", "server-c")
+        assert r.returncode == 2, "--hold needs --wait"
         refs = view / "models--acme--hfref" / "refs"
         deadline = time.time() + 10
         while not ((refs / "prod").exists() and (refs / "main").exists()):
