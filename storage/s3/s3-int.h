@@ -288,6 +288,17 @@ int s3_creds_parse_ini(const char *text, size_t len, const char *profile,
 struct cJSON;
 int s3_json_str(const struct cJSON *o, const char *name, int required,
                 char **out) WS_MUST_USE;
+/* The JSON credential shapes: container/IMDS ({AccessKeyId,
+ * SecretAccessKey, Token, Expiration}) and credential_process (Version 1,
+ * SessionToken; Expiration may be null). */
+typedef struct {
+  size_t max_bytes;      /* longer input: WS_ELIMIT */
+  const char *token_key; /* the optional session token's key */
+  int version1;          /* "Version": 1 required, null Expiration allowed */
+} s3_json_keys_t;
+int s3_creds_parse_json_keys(const char *text, size_t len,
+                             const s3_json_keys_t *k,
+                             s3_creds_t *out) WS_MUST_USE;
 /* Container / IMDS JSON (AccessKeyId, SecretAccessKey, Token, Expiration). */
 int s3_creds_parse_json(const char *text, size_t len,
                         s3_creds_t *out) WS_MUST_USE;

@@ -171,20 +171,24 @@ int s3_json_str(const cJSON *o, const char *name, int required, char **out) {
   return *out ? 0 : -ENOMEM;
 }
 
-int s3_creds_parse_json(const char *text, size_t len, s3_creds_t *out) {
-  if (len > S3_CREDS_BODY_MAX)
+int s3_creds_parse_json_keys(const char *text, size_t len,
+                             const s3_json_keys_t *k, s3_creds_t *out) {
+  if (len > k->max_bytes)
     return WS_ELIMIT;
   s3_creds_t c = {0};
   int rc = WS_EBADMSG;
   cJSON *j = cJSON_ParseWithLength(text, len);
   if (!j || !cJSON_IsObject(j))
     goto cleanup;
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "Version");
+  if (k->version1 && (!cJSON_IsNumber(ver) || ver->valuedouble != 1))
+    goto cleanup;
   if ((rc = s3_json_str(j, "AccessKeyId", 1, &c.akid)) ||
       (rc = s3_json_str(j, "SecretAccessKey", 1, &c.secret)) ||
-      (rc = s3_json_str(j, "Token", 0, &c.token)))
+      (rc = s3_json_str(j, k->token_key, 0, &c.token)))
     goto cleanup;
   const cJSON *exp = cJSON_GetObjectItemCaseSensitive(j, "Expiration");
-  if (exp) {
+  if (exp && !(k->version1 && cJSON_IsNull(exp))) {
     rc = WS_EBADMSG;
     if (!cJSON_IsString(exp) || s3_time_parse(exp->valuestring, &c.expires_ms))
       goto cleanup;
@@ -196,6 +200,11 @@ cleanup:
   cJSON_Delete(j);
   s3_creds_clear(&c);
   return rc;
+}
+
+int s3_creds_parse_json(const char *text, size_t len, s3_creds_t *out) {
+  static const s3_json_keys_t k = {S3_CREDS_BODY_MAX, "Token", 0};
+  return s3_creds_parse_json_keys(text, len, &k, out);
 }
 
 int s3_creds_parse_sts(const char *text, size_t len, s3_creds_t *out) {

@@ -15,7 +15,6 @@
  */
 #include "s3-int.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -178,33 +177,8 @@ out_close:
 }
 
 int s3_creds_parse_process(const char *text, size_t len, s3_creds_t *out) {
-  if (len > S3_PROC_OUT_MAX)
-    return WS_ELIMIT;
-  s3_creds_t c = {0};
-  int rc = WS_EBADMSG;
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  if (!j || !cJSON_IsObject(j))
-    goto cleanup;
-  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "Version");
-  if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
-    goto cleanup;
-  if ((rc = s3_json_str(j, "AccessKeyId", 1, &c.akid)) ||
-      (rc = s3_json_str(j, "SecretAccessKey", 1, &c.secret)) ||
-      (rc = s3_json_str(j, "SessionToken", 0, &c.token)))
-    goto cleanup;
-  const cJSON *exp = cJSON_GetObjectItemCaseSensitive(j, "Expiration");
-  if (exp && !cJSON_IsNull(exp)) {
-    rc = WS_EBADMSG;
-    if (!cJSON_IsString(exp) || s3_time_parse(exp->valuestring, &c.expires_ms))
-      goto cleanup;
-  }
-  rc = 0;
-  *out = c;
-  memset(&c, 0, sizeof(c));
-cleanup:
-  cJSON_Delete(j);
-  s3_creds_clear(&c);
-  return rc;
+  static const s3_json_keys_t k = {S3_PROC_OUT_MAX, "SessionToken", 1};
+  return s3_creds_parse_json_keys(text, len, &k, out);
 }
 
 int s3_creds_process(const char *cmd, unsigned timeout_ms, s3_creds_t *out,
