@@ -1,6 +1,7 @@
 /* ws_err.c - text for the error space of ws_err.h. */
 #include "ws_err.h"
 
+#include <errno.h>
 #include <string.h>
 #include <uv.h>
 
@@ -32,4 +33,16 @@ const char *ws_errname(int err) {
   if (err < 0 && err > WS_E__FIRST)
     return uv_err_name(err);
   return err == 0 ? "OK" : "EUNKNOWN";
+}
+
+int ws_err_disk(int err) {
+  if (err == UV_ENOSPC || err == -EDQUOT)
+    return WS_ENOSPC;
+  if (err == UV_EIO)
+    return WS_EIO;
+  return err;
+}
+
+int ws_err_is_disk(int err) {
+  return err == WS_ENOSPC || err == WS_EIO;
 }

@@ -38,7 +38,9 @@
   XX(TIMEOUT, "timed out")                                                     \
   XX(BANNED, "peer banned")                                                    \
   XX(INJECTED, "injected fault (test build)")                                  \
-  XX(USAGE, "invalid argument")
+  XX(USAGE, "invalid argument")                                                \
+  XX(NOSPC, "no space left on the cache's disk")                               \
+  XX(IO, "I/O error on the cache's disk")
 
 enum {
   WS_E__FIRST = -20000,
@@ -54,5 +56,12 @@ enum {
 const char *ws_strerror(int err);
 /* Short symbolic name ("WS_EMANIFEST", "ENOENT") for logs and JSON. */
 const char *ws_errname(int err);
+/* A local disk error as the project names it: -ENOSPC and -EDQUOT become
+ * WS_ENOSPC, -EIO WS_EIO; anything else is returned as is. Such an error is
+ * the node's own (its cache cannot take the bytes), never a source's: it
+ * fails the release instead of trying another source. */
+int ws_err_disk(int err);
+/* 1 for WS_ENOSPC and WS_EIO (see ws_err_disk). */
+int ws_err_is_disk(int err);
 
 #endif

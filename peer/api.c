@@ -57,8 +57,11 @@ int peer_api_status_for(int err) {
   case WS_ELIMIT:
     return 422;
   case WS_ENOSPACE:
+  case WS_ENOSPC:
   case -ENOSPC:
     return 507;
+  case WS_EIO:
+    return 500;
   case WS_EUSAGE:
   case WS_EJSON:
     return 400;

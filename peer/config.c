@@ -41,7 +41,10 @@ typedef enum {
   KEY_UPLOAD_RATE,
   KEY_DOWNLOAD_RATE,
   KEY_MAX_NEIGHBORS,
+  KEY_STALL_TIMEOUT,
+  KEY_STALL_FAIL,
   KEY_TEST_CORRUPT_SERVE,
+  KEY_TEST_WRITE_FAULT,
   KEY_CONFIG,
   KEY_LAST
 } config_key_t;
@@ -92,10 +95,23 @@ static const ws_arg_t k_keys[KEY_LAST] = {
                            "download cap in bytes/s (0 = unlimited)"},
     [KEY_MAX_NEIGHBORS] = {"max-neighbors", "P2P_MAX_NEIGHBORS", "N",
                            WS_ARG_UINT, 0, "peer connections at most"},
+    [KEY_STALL_TIMEOUT] = {"stall-timeout", "P2P_STALL_TIMEOUT", "SECONDS",
+                           WS_ARG_UINT, 0,
+                           "a release with no byte from any source this long "
+                           "is stalled: reported, another source asked, S3 "
+                           "after twice this (default 20)"},
+    [KEY_STALL_FAIL] = {"stall-fail", "P2P_STALL_FAIL", "SECONDS", WS_ARG_UINT,
+                        0,
+                        "a release with no byte from any source, S3 "
+                        "included, this long fails (default 600)"},
     /* Test builds only (-Dfault_inject=true): flips a byte in every chunk
      * served, for the fault suite. Hidden from --help. */
     [KEY_TEST_CORRUPT_SERVE] = {"test-corrupt-serve", "P2P_TEST_CORRUPT_SERVE",
                                 NULL, WS_ARG_BOOL, WS_ARG_HIDDEN, NULL},
+    /* Test builds only: chunk writes from the Nth on fail with CODE (eio or
+     * enospc), for the disk-error tests. Hidden from --help. */
+    [KEY_TEST_WRITE_FAULT] = {"test-write-fault", "P2P_TEST_WRITE_FAULT",
+                              "CODE:N", WS_ARG_STR, WS_ARG_HIDDEN, NULL},
     [KEY_CONFIG] = {"config", "P2P_CONFIG", "FILE", WS_ARG_STR, 0,
                     "JSON config file (keys = long option names)"},
 };
@@ -446,6 +462,56 @@ static int config_load_swarm(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   return rc;
 }
 
+/* --test-write-fault CODE:N (fault-inject builds only). */
+static int config_load_test(peer_settings_t *cfg, const char *v[KEY_LAST]) {
+  const char *a = v[KEY_TEST_WRITE_FAULT];
+  if (a == NULL)
+    return 0;
+#ifdef WS_FAULT_INJECT
+  const char *colon = strchr(a, ':');
+  size_t n = colon != NULL ? (size_t)(colon - a) : 0;
+  if (n == 3 && strncmp(a, "eio", 3) == 0)
+    cfg->test_write_fault = -EIO;
+  else if (n == 6 && strncmp(a, "enospc", 6) == 0)
+    cfg->test_write_fault = -ENOSPC;
+  if (cfg->test_write_fault == 0 ||
+      config_parse_uint(colon + 1, 1, UINT32_MAX, &cfg->test_write_fault_nth) !=
+          0) {
+    fprintf(stderr, "p2pd: --test-write-fault '%s': want eio:N or enospc:N\n",
+            a);
+    return WS_EUSAGE;
+  }
+  return 0;
+#else
+  (void)cfg;
+  fprintf(stderr, "p2pd: --test-write-fault needs a build with "
+                  "-Dfault_inject=true\n");
+  return WS_EUSAGE;
+#endif
+}
+
+/* --stall-timeout and --stall-fail (docs/operations.md, "Liveness
+ * contract"). */
+static int config_load_liveness(peer_settings_t *cfg, const char *v[KEY_LAST]) {
+  cfg->stall_timeout_s = PEER_STALL_TIMEOUT_S_DEFAULT;
+  cfg->stall_fail_s = PEER_STALL_FAIL_S_DEFAULT;
+  if (v[KEY_STALL_TIMEOUT] != NULL &&
+      config_parse_uint(v[KEY_STALL_TIMEOUT], 1, PEER_STALL_TIMEOUT_S_MAX,
+                        &cfg->stall_timeout_s) != 0) {
+    fprintf(stderr, "p2pd: --stall-timeout '%s': want 1..%u seconds\n",
+            v[KEY_STALL_TIMEOUT], PEER_STALL_TIMEOUT_S_MAX);
+    return WS_EUSAGE;
+  }
+  if (v[KEY_STALL_FAIL] != NULL &&
+      config_parse_uint(v[KEY_STALL_FAIL], 1, PEER_STALL_FAIL_S_MAX,
+                        &cfg->stall_fail_s) != 0) {
+    fprintf(stderr, "p2pd: --stall-fail '%s': want 1..%u seconds\n",
+            v[KEY_STALL_FAIL], PEER_STALL_FAIL_S_MAX);
+    return WS_EUSAGE;
+  }
+  return 0;
+}
+
 static int config_dup(char **dst, const char *v) {
   *dst = NULL;
   if (v == NULL || *v == '\0')
@@ -519,7 +585,9 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
       (rc = config_dup(&cfg->zone_file, v[KEY_ZONE_FILE])) != 0 ||
       (rc = config_dup(&cfg->hf_cache, v[KEY_HF_CACHE])) != 0 ||
       (rc = config_labels(cfg, argc, argv, v[KEY_LABEL])) != 0 ||
-      (rc = config_load_swarm(cfg, v)) != 0) {
+      (rc = config_load_swarm(cfg, v)) != 0 ||
+      (rc = config_load_liveness(cfg, v)) != 0 ||
+      (rc = config_load_test(cfg, v)) != 0) {
     peer_config_free(cfg);
     goto free_file;
   }

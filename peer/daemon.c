@@ -204,6 +204,8 @@ static void daemon_open_after(void *arg, int status) {
             cs.capacity == 0 ? " (unlimited)" : "");
     for (size_t i = 0; i < o->njobs; i++)
       peer_releases_resume(d->releases, o->jobs[i].uri, &o->jobs[i].digest);
+    if (d->swarm != NULL)
+      peer_swarm_running(d->swarm); /* wants heard before were dropped */
     daemon_notify("READY=1\nSTATUS=serving");
   }
   daemon_open_free(o);
@@ -322,6 +324,13 @@ static void daemon_on_want(void *arg, const char *uri,
   peer_releases_want(d->releases, uri, digest);
 }
 
+/* The swarm's stalled_out hook: the release fails (swarm_stall.c). */
+static void daemon_on_stalled_out(void *arg, const ws_hash_t *digest, int err,
+                                  const char *msg) {
+  peer_daemon_t *d = arg;
+  peer_releases_stalled_out(d->releases, digest, err, msg);
+}
+
 /* The context's S3 client and buffer pool. */
 static int daemon_ctx_init(peer_daemon_t *d) {
   const peer_settings_t *cfg = d->cfg;
@@ -356,6 +365,7 @@ static int daemon_wire(peer_daemon_t *d) {
   }
   d->swarm_hooks.arg = d;
   d->swarm_hooks.want = daemon_on_want;
+  d->swarm_hooks.stalled_out = daemon_on_stalled_out;
   if (cfg->swarm && (rc = peer_swarm_new(&d->ctx, d->files, d->origin,
                                          &d->swarm_hooks, &d->swarm)) != 0)
     return rc;

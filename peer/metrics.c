@@ -128,6 +128,13 @@ static const struct {
     {"weightswarm_p2pd_manifests_from_peers_total",
      "Release manifests received from peers.", "counter",
      offsetof(peer_counters_t, manifests_from_peers)},
+    {"weightswarm_p2pd_release_stalls_total",
+     "Times a fetching release went --stall-timeout without a byte from any "
+     "source.",
+     "counter", offsetof(peer_counters_t, releases_stalled)},
+    {"weightswarm_p2pd_nodes_known",
+     "Other nodes the trackers named, kept to swap with while they are down.",
+     "gauge", offsetof(peer_counters_t, nodes_known)},
 };
 
 /* One histogram's samples (HELP and TYPE are the caller's): cumulative
@@ -298,6 +305,10 @@ static void metrics_swarm(peer_swarm_t *swarm, metrics_out_t *o) {
   metrics_counter(o, "weightswarm_p2pd_tracker_up",
                   "1 while the tracker link is up.", "gauge",
                   (uint64_t)ss.tracker_up);
+  metrics_counter(o, "weightswarm_p2pd_releases_stalled",
+                  "Releases with no byte from any source for --stall-timeout "
+                  "now.",
+                  "gauge", ss.stalled);
 }
 
 static void metrics_s3(const ws_s3_stats_t *s3, metrics_out_t *o) {

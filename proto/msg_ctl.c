@@ -54,8 +54,12 @@ int ws_ctl_encode(const ws_msg_t *m, msgpack_packer *pk) {
   case WS_MSG_ERROR:
     if (!ws_str_ok(m->u.error.msg, WS_ERRMSG_MAX))
       return WS_EUSAGE;
-    return msgpack_pack_map(pk, 2) | ws_pk_kv_int(pk, "code", m->u.error.code) |
-           ws_pk_kv_str(pk, "msg", m->u.error.msg);
+    return msgpack_pack_map(pk, m->u.error.has_digest ? 3 : 2) |
+           ws_pk_kv_int(pk, "code", m->u.error.code) |
+           ws_pk_kv_str(pk, "msg", m->u.error.msg) |
+           (m->u.error.has_digest
+                ? ws_pk_kv_bin(pk, "d", m->u.error.digest, WS_PROTO_DIGEST_LEN)
+                : 0);
   case WS_MSG_GOODBYE:
     return msgpack_pack_map(pk, 1) |
            ws_pk_kv_uint(pk, "r", m->u.goodbye.reason);
@@ -75,7 +79,12 @@ int ws_ctl_decode(uint8_t type, const msgpack_object *map, ws_msg_t *m) {
     if (rc < 0)
       return rc;
     /* Peers truncate long messages themselves; ours is informational. */
-    return ws_mp_strbuf(map, "msg", false, m->u.error.msg, WS_ERRMSG_MAX);
+    rc = ws_mp_strbuf(map, "msg", false, m->u.error.msg, WS_ERRMSG_MAX);
+    if (rc < 0)
+      return rc;
+    m->u.error.has_digest = ws_mp_find(map, "d") != NULL;
+    return ws_mp_binfix(map, "d", false, m->u.error.digest,
+                        WS_PROTO_DIGEST_LEN);
   }
   case WS_MSG_GOODBYE:
     return ws_mp_u32(map, "r", false, UINT32_MAX, &m->u.goodbye.reason);

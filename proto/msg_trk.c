@@ -20,16 +20,20 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
       (a->have_bits != NULL && a->have_list != NULL) ||
       (a->have_bits != NULL && a->total_chunks == 0) ||
       a->n_have_list > WS_MAX_CHUNK_LIST ||
-      (a->uri != NULL && !ws_str_ok(a->uri, WS_URI_MAX)))
+      (a->uri != NULL && !ws_str_ok(a->uri, WS_URI_MAX)) ||
+      a->n_stuck > WS_MAX_LEASE_CHUNKS || (a->n_stuck > 0 && a->stuck == NULL))
     return WS_EUSAGE;
   for (uint32_t i = 0; a->have_list && i < a->n_have_list; i++)
     if (a->total_chunks != 0 && a->have_list[i] >= a->total_chunks)
+      return WS_EUSAGE;
+  for (uint32_t i = 0; i < a->n_stuck; i++)
+    if (a->stuck[i] >= a->total_chunks)
       return WS_EUSAGE;
   if (!ws_str_ok(a->err, WS_ERRMSG_MAX))
     return WS_EUSAGE;
   n += (a->have_bits != NULL) + (a->have_list != NULL) + (a->uri != NULL);
   n += (a->size_bytes != 0) + (a->s3_bytes != 0) + (a->peer_bytes != 0) +
-       (a->err[0] != '\0');
+       (a->err[0] != '\0') + (a->n_stuck > 0);
   rc = msgpack_pack_map(pk, n) |
        ws_pk_kv_bin(pk, "d", a->digest, WS_PROTO_DIGEST_LEN) |
        ws_pk_kv_uint(pk, "tot", a->total_chunks) |
@@ -53,6 +57,8 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
     rc |= ws_pk_kv_uint(pk, "pb", a->peer_bytes);
   if (a->err[0] != '\0')
     rc |= ws_pk_kv_str(pk, "err", a->err);
+  if (a->n_stuck > 0)
+    rc |= ws_pk_kv_u32list(pk, "st", a->stuck, a->n_stuck);
   return rc;
 }
 
@@ -95,10 +101,36 @@ static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
       (rc = ws_mp_u64(map, "pb", false, &a->peer_bytes)) < 0 ||
       (rc = ws_mp_strbuf(map, "err", false, a->err, WS_ERRMSG_MAX)) < 0)
     return rc;
+  /* Stuck chunks: only with a chunk count to check them against. */
+  if (ws_mp_find(map, "st") != NULL && a->total_chunks == 0)
+    return WS_EBADMSG;
+  rc = ws_mp_u32list(map, "st", false, WS_MAX_LEASE_CHUNKS, a->total_chunks,
+                     &a->stuck, &a->n_stuck);
+  if (rc < 0)
+    return rc;
   return ws_mp_strdup(map, "uri", false, WS_URI_MAX, &a->uri);
 }
 
 /* ---- ANNOUNCE_REPLY ---- */
+
+/* key and an array of n peer entries ("peers", "nodes"); nonzero on a bad
+ * entry or a pack error. */
+static int reply_peers_encode(msgpack_packer *pk, const char *key,
+                              const ws_peer_info_t *ps, uint32_t n) {
+  int rc = ws_pk_key(pk, key) | msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++) {
+    const ws_peer_info_t *p = &ps[i];
+    if (!ws_str_ok(p->node_id, WS_NODE_ID_MAX) || p->node_id[0] == '\0' ||
+        !ws_str_ok(p->host, WS_HOST_MAX) || p->host[0] == '\0' ||
+        !ws_str_ok(p->zone, WS_ZONE_MAX))
+      return WS_EUSAGE;
+    rc |= msgpack_pack_map(pk, 4) | ws_pk_kv_str(pk, "id", p->node_id) |
+          ws_pk_kv_str(pk, "host", p->host) |
+          ws_pk_kv_uint(pk, "port", p->port) |
+          ws_pk_kv_str(pk, "zone", p->zone);
+  }
+  return rc;
+}
 
 static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
   int rc;
@@ -109,21 +141,12 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
     return WS_EUSAGE;
   if (r->streams > WS_MAX_LEASES)
     return WS_EUSAGE;
-  rc = msgpack_pack_map(pk, r->streams != 0 ? 6 : 5) |
+  if (r->n_nodes > WS_MAX_NODES || (r->n_nodes && !r->nodes))
+    return WS_EUSAGE;
+  rc = msgpack_pack_map(pk, 5 + (r->streams != 0) + (r->n_nodes != 0)) |
        ws_pk_kv_bin(pk, "d", r->digest, WS_PROTO_DIGEST_LEN) |
-       ws_pk_kv_uint(pk, "iv", r->interval_ms) | ws_pk_key(pk, "peers") |
-       msgpack_pack_array(pk, r->n_peers);
-  for (uint32_t i = 0; i < r->n_peers; i++) {
-    const ws_peer_info_t *p = &r->peers[i];
-    if (!ws_str_ok(p->node_id, WS_NODE_ID_MAX) || p->node_id[0] == '\0' ||
-        !ws_str_ok(p->host, WS_HOST_MAX) || p->host[0] == '\0' ||
-        !ws_str_ok(p->zone, WS_ZONE_MAX))
-      return WS_EUSAGE;
-    rc |= msgpack_pack_map(pk, 4) | ws_pk_kv_str(pk, "id", p->node_id) |
-          ws_pk_kv_str(pk, "host", p->host) |
-          ws_pk_kv_uint(pk, "port", p->port) |
-          ws_pk_kv_str(pk, "zone", p->zone);
-  }
+       ws_pk_kv_uint(pk, "iv", r->interval_ms) |
+       reply_peers_encode(pk, "peers", r->peers, r->n_peers);
   rc |= ws_pk_key(pk, "leases") | msgpack_pack_array(pk, r->n_leases);
   for (uint32_t i = 0; i < r->n_leases; i++) {
     const ws_lease_t *l = &r->leases[i];
@@ -147,6 +170,9 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
   }
   if (r->streams != 0)
     rc |= ws_pk_kv_uint(pk, "streams", r->streams);
+  /* Absent when empty: a reply without nodes is byte-identical to before. */
+  if (r->n_nodes != 0)
+    rc |= reply_peers_encode(pk, "nodes", r->nodes, r->n_nodes);
   return rc;
 }
 
@@ -168,23 +194,16 @@ static int reply_array(const msgpack_object *map, const char *key, uint32_t max,
   return 0;
 }
 
-static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
-  const msgpack_object *pa, *la, *wa;
-  uint32_t np, nl, nw;
+/* The np peer entries at pa into *out (allocated; *n counts the ones
+ * filled, so ws_trk_free frees a partial list). */
+static int reply_peers_decode(const msgpack_object *pa, uint32_t np,
+                              ws_peer_info_t **out, uint32_t *n) {
   int rc;
-
-  if ((rc = ws_mp_binfix(map, "d", true, r->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
-      (rc = ws_mp_u32(map, "iv", true, UINT32_MAX, &r->interval_ms)) < 0 ||
-      (rc = reply_array(map, "peers", WS_MAX_PEERS, &pa, &np)) < 0 ||
-      (rc = reply_array(map, "leases", WS_MAX_LEASES, &la, &nl)) < 0 ||
-      (rc = reply_array(map, "wanted", WS_MAX_WANTED, &wa, &nw)) < 0 ||
-      (rc = ws_mp_u32(map, "streams", false, WS_MAX_LEASES, &r->streams)) < 0)
-    return rc;
-  if (np > 0 && (r->peers = calloc(np, sizeof(*r->peers))) == NULL)
+  if (np > 0 && (*out = calloc(np, sizeof(**out))) == NULL)
     return -ENOMEM;
-  for (; r->n_peers < np; r->n_peers++) {
-    const msgpack_object *e = &pa[r->n_peers];
-    ws_peer_info_t *p = &r->peers[r->n_peers];
+  for (; *n < np; (*n)++) {
+    const msgpack_object *e = &pa[*n];
+    ws_peer_info_t *p = &(*out)[*n];
     uint32_t port = 0;
     if (e->type != MSGPACK_OBJECT_MAP)
       return WS_EBADMSG;
@@ -197,6 +216,25 @@ static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
       return WS_EBADMSG;
     p->port = (uint16_t)port;
   }
+  return 0;
+}
+
+static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
+  const msgpack_object *pa, *la, *wa;
+  uint32_t np, nl, nw;
+  int rc;
+
+  if ((rc = ws_mp_binfix(map, "d", true, r->digest, WS_PROTO_DIGEST_LEN)) < 0 ||
+      (rc = ws_mp_u32(map, "iv", true, UINT32_MAX, &r->interval_ms)) < 0 ||
+      (rc = reply_array(map, "peers", WS_MAX_PEERS, &pa, &np)) < 0 ||
+      (rc = reply_array(map, "leases", WS_MAX_LEASES, &la, &nl)) < 0 ||
+      (rc = reply_array(map, "wanted", WS_MAX_WANTED, &wa, &nw)) < 0 ||
+      (rc = ws_mp_u32(map, "streams", false, WS_MAX_LEASES, &r->streams)) < 0)
+    return rc;
+  if ((rc = reply_peers_decode(pa, np, &r->peers, &r->n_peers)) < 0 ||
+      (rc = reply_array(map, "nodes", WS_MAX_NODES, &pa, &np)) < 0 ||
+      (rc = reply_peers_decode(pa, np, &r->nodes, &r->n_nodes)) < 0)
+    return rc;
   if (nl > 0 && (r->leases = calloc(nl, sizeof(*r->leases))) == NULL)
     return -ENOMEM;
   for (; r->n_leases < nl; r->n_leases++) {
@@ -284,10 +322,12 @@ void ws_trk_free(ws_msg_t *m) {
     free(m->u.announce.have_bits);
     free(m->u.announce.have_list);
     free(m->u.announce.uri);
+    free(m->u.announce.stuck);
     break;
   case WS_MSG_ANNOUNCE_REPLY: {
     ws_announce_reply_t *r = &m->u.announce_reply;
     free(r->peers);
+    free(r->nodes);
     for (uint32_t i = 0; r->leases && i < r->n_leases; i++)
       free(r->leases[i].chunks);
     free(r->leases);

@@ -55,6 +55,7 @@
 #define WS_MAX_LEASES 64        /* leases in one ANNOUNCE_REPLY */
 #define WS_MAX_LEASE_CHUNKS 256 /* chunks in one lease */
 #define WS_MAX_WANTED 64        /* wanted releases in one ANNOUNCE_REPLY */
+#define WS_MAX_NODES 32         /* nodes in one ANNOUNCE_REPLY */
 #define WS_MAX_CHUNK_LIST 65536 /* ANNOUNCE delta, LEASE_* lists */
 #define WS_MAX_DEPTH 8          /* msgpack nesting depth */
 #define WS_MAX_OBJECTS 200000   /* msgpack objects in one body */
@@ -179,6 +180,11 @@ typedef struct {
 typedef struct {
   int32_t code; /* ws_err.h code or -errno */
   char msg[WS_ERRMSG_MAX + 1];
+  /* Optional "d": the release the error is about (a tracker refusing an
+   * ANNOUNCE names it, so the peer knows which one); absent on the wire
+   * when has_digest is false, and older peers ignore it. */
+  bool has_digest;
+  uint8_t digest[WS_PROTO_DIGEST_LEN];
 } ws_error_t;
 
 typedef struct {
@@ -205,6 +211,12 @@ typedef struct {
   uint64_t s3_bytes;           /* bytes of it this node read from S3 */
   uint64_t peer_bytes;         /* bytes of it received from neighbours */
   char err[WS_ERRMSG_MAX + 1]; /* this node's last error for the release */
+  /* Optional "st": chunks this node has waited on past its stall time
+   * with no byte from anyone (docs/protocol.md), at most
+   * WS_MAX_LEASE_CHUNKS, each < total_chunks. Absent: none; an old
+   * tracker ignores it. */
+  uint32_t *stuck;
+  uint32_t n_stuck;
 } ws_announce_t;
 
 typedef struct {
@@ -238,6 +250,12 @@ typedef struct {
   /* Leases to fetch at full rate at once; the others are spares, started
    * as one of those ends. 0 (absent): fetch every lease at once. */
   uint32_t streams;
+  /* Optional "nodes": a sample of other connected nodes (any release),
+   * at most WS_MAX_NODES, in the reply to the presence announce; kept in
+   * an address book to swap with while the tracker is down. Absent: none;
+   * an old peer ignores it. */
+  ws_peer_info_t *nodes;
+  uint32_t n_nodes;
 } ws_announce_reply_t;
 
 typedef struct { /* LEASE_RENEW and LEASE_RELEASE */

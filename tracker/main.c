@@ -4,6 +4,7 @@
  *   p2p-tracker --listen HOST:PORT --http HOST:PORT [--cluster-key FILE]
  *               [--state FILE] [--log-level error|warn|info|debug]
  *               [--origin-inflight N] [--metrics HOST:PORT]
+ *               [--max-releases-per-node N] [--wanted-ttl DURATION]
  *
  * Options are the k_opts table (common/ws_args.h), each with its env
  * fallback (P2P_TRACKER_*, P2P_CLUSTER_KEY_FILE, P2P_LOG_LEVEL).
@@ -36,10 +37,14 @@ typedef struct {
   const char *state_file;
   const char *log_level;
   const char *origin_inflight;
-  ws_log_level_t level; /* parsed log_level */
-  uint32_t origin_n;    /* parsed origin_inflight */
-  const char *metrics;  /* --metrics HOST:PORT: read-only /metrics, /healthz,
-                          /readyz on TCP; NULL = off */
+  const char *max_releases;
+  const char *wanted_ttl;
+  ws_log_level_t level;    /* parsed log_level */
+  uint32_t origin_n;       /* parsed origin_inflight */
+  uint32_t max_releases_n; /* parsed max_releases */
+  uint64_t wanted_ttl_ms;  /* parsed wanted_ttl */
+  const char *metrics;     /* --metrics HOST:PORT: read-only /metrics, /healthz,
+                             /readyz on TCP; NULL = off */
 } opts_t;
 
 typedef struct {
@@ -51,6 +56,7 @@ typedef struct {
   trk_state_t *state;
   uv_signal_t sigterm;
   uv_signal_t sigint;
+  uv_timer_t state_timer; /* saves removals the tracker made by itself */
   bool stopping;
 } app_t;
 
@@ -62,6 +68,8 @@ enum {
   OPT_LOG_LEVEL,
   OPT_ORIGIN_INFLIGHT,
   OPT_METRICS,
+  OPT_MAX_RELEASES,
+  OPT_WANTED_TTL,
   OPT_LAST
 };
 
@@ -81,6 +89,12 @@ static const ws_arg_t k_opts[OPT_LAST] = {
                              "S3 fetches per release the leases aim for"},
     [OPT_METRICS] = {"metrics", "P2P_TRACKER_METRICS", "HOST:PORT", WS_ARG_STR,
                      0, "read-only /metrics, /healthz, /readyz on TCP"},
+    [OPT_MAX_RELEASES] = {"max-releases-per-node",
+                          "P2P_TRACKER_MAX_RELEASES_PER_NODE", "N", WS_ARG_UINT,
+                          0, "releases one node may join (default 64)"},
+    [OPT_WANTED_TTL] = {"wanted-ttl", "P2P_TRACKER_WANTED_TTL", "DURATION",
+                        WS_ARG_DURATION, 0,
+                        "a wanted release leaves after this (default 24h)"},
 };
 
 static const ws_args_spec_t k_spec = {
@@ -92,6 +106,8 @@ static const ws_args_spec_t k_spec = {
     .nargs = OPT_LAST,
     .footer = "precedence: option > environment > default",
 };
+
+static int parse_numbers(opts_t *o);
 
 /* 0, or the exit code (0 after --help/--version, 2 on a usage error). */
 static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
@@ -125,6 +141,13 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
   o->log_level = v[OPT_LOG_LEVEL];
   o->origin_inflight = v[OPT_ORIGIN_INFLIGHT];
   o->metrics = v[OPT_METRICS];
+  o->max_releases = v[OPT_MAX_RELEASES];
+  o->wanted_ttl = v[OPT_WANTED_TTL];
+  return parse_numbers(o);
+}
+
+/* The numeric options: 0, or 1 after a usage message. */
+static int parse_numbers(opts_t *o) {
   if (o->log_level != NULL && ws_log_parse_level(o->log_level, &o->level)) {
     fprintf(stderr,
             "p2p-tracker: --log-level '%s': want "
@@ -140,6 +163,24 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
     return 1;
   }
   o->origin_n = (uint32_t)n;
+  n = TRK_MAX_SWARMS_PER_PEER;
+  if (o->max_releases != NULL &&
+      ws_parse_uint(o->max_releases, 1, TRK_MAX_SWARMS_PER_PEER_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --max-releases-per-node '%s': want 1..%u\n",
+            o->max_releases, (unsigned)TRK_MAX_SWARMS_PER_PEER_MAX);
+    return 1;
+  }
+  o->max_releases_n = (uint32_t)n;
+  o->wanted_ttl_ms = TRK_WANTED_TTL_MS;
+  if (o->wanted_ttl != NULL &&
+      (ws_parse_duration_ms(o->wanted_ttl, &o->wanted_ttl_ms) ||
+       o->wanted_ttl_ms == 0 || o->wanted_ttl_ms > TRK_WANTED_TTL_MAX_MS)) {
+    fprintf(stderr,
+            "p2p-tracker: --wanted-ttl '%s': want a duration "
+            "from 1ms to 365d (e.g. 24h)\n",
+            o->wanted_ttl);
+    return 1;
+  }
   return 0;
 }
 
@@ -198,6 +239,7 @@ static void stop(app_t *a) {
   trk_notify("STOPPING=1"); /* systemd Type=notify */
   uv_close((uv_handle_t *)&a->sigterm, NULL);
   uv_close((uv_handle_t *)&a->sigint, NULL);
+  uv_close((uv_handle_t *)&a->state_timer, NULL);
   if (a->http != NULL)
     trk_http_close(a->http, on_http_closed, a);
   if (a->metrics != NULL)
@@ -220,6 +262,14 @@ static void on_wanted(void *arg) {
     trk_server_push_wanted(a->srv);
   if (a->state != NULL)
     trk_state_save(a->state);
+}
+
+/* The tracker removes wanted entries by itself (done, superseded,
+ * expired: docs/operations.md); the state file follows. */
+static void on_state_timer(uv_timer_t *h) {
+  app_t *a = h->data;
+  if (a->state != NULL)
+    trk_state_sync(a->state);
 }
 
 /* The read-only --metrics listener, last: once it answers, the others do. */
@@ -266,6 +316,10 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
   }
   if ((rc = start_metrics(a, o)) < 0)
     return rc;
+  if (a->state != NULL &&
+      (rc = uv_timer_start(&a->state_timer, on_state_timer,
+                           TRK_SWEEP_INTERVAL_MS, TRK_SWEEP_INTERVAL_MS)) < 0)
+    return rc;
   if ((rc = uv_signal_start(&a->sigterm, on_signal, SIGTERM)) < 0 ||
       (rc = uv_signal_start(&a->sigint, on_signal, SIGINT)) < 0)
     return rc;
@@ -302,6 +356,10 @@ int main(int argc, char **argv) {
   }
   if (o.origin_inflight != NULL) /* checked by parse_opts */
     trk_tracker_set_origin_inflight(a.t, o.origin_n);
+  /* Checked by parse_opts; no peer is connected yet. */
+  if (trk_peers_set_max_joined(trk_tracker_peers(a.t), o.max_releases_n) < 0)
+    return 2;
+  trk_wanted_set_ttl(trk_tracker_wanted(a.t), o.wanted_ttl_ms);
   if (o.state_file != NULL) {
     uint32_t n = 0;
     rc = trk_state_load(o.state_file, trk_tracker_wanted(a.t), uv_now(a.loop),
@@ -316,8 +374,10 @@ int main(int argc, char **argv) {
   /* Signal handles first, so stop() can always close them. */
   a.sigterm.data = &a;
   a.sigint.data = &a;
+  a.state_timer.data = &a;
   if (uv_signal_init(a.loop, &a.sigterm) < 0 ||
-      uv_signal_init(a.loop, &a.sigint) < 0) {
+      uv_signal_init(a.loop, &a.sigint) < 0 ||
+      uv_timer_init(a.loop, &a.state_timer) < 0) {
     WS_LOGE("cannot set up signal handling");
     return 1;
   }

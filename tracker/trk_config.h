@@ -8,22 +8,36 @@
 #ifndef TRK_CONFIG_H
 #define TRK_CONFIG_H
 
+/* Wire caps come from proto.h: a value the protocol lets a peer send is
+ * one the tracker takes, so a release p2pd may announce is never refused
+ * for a cap the two sides disagree on (docs/protocol.md "Limits"). */
+#include "proto.h"
+
 /* --- peers ------------------------------------------------------------ */
-#define TRK_MAX_PEERS 4096u           /* connected peers, whole tracker */
-#define TRK_MAX_SWARMS_PER_PEER 16u   /* releases one peer may join */
-#define TRK_NODE_ID_MAX 128u          /* bytes, without NUL (= wire cap) */
-#define TRK_ADDR_MAX 64u              /* listen host text, without NUL */
-#define TRK_ZONE_MAX 64u              /* zone label, without NUL */
+#define TRK_MAX_PEERS 4096u /* connected peers, whole tracker */
+/* Releases one peer may join: the default of --max-releases-per-node,
+ * and the most it may be set to (every release the tracker tracks). The
+ * join table costs 16 bytes per slot and peer; the memberships themselves
+ * count against TRK_MAX_STATE_BYTES. p2pd announces what fits, in-progress
+ * releases first, and fetches a refused one from S3 (docs/operations.md). */
+#define TRK_MAX_SWARMS_PER_PEER 64u
+#define TRK_MAX_SWARMS_PER_PEER_MAX TRK_MAX_SWARMS
+#define TRK_NODE_ID_MAX ((unsigned)WS_NODE_ID_MAX) /* bytes, without NUL */
+#define TRK_ADDR_MAX 64u /* listen host text (an IP literal), without NUL */
+#define TRK_ZONE_MAX ((unsigned)WS_ZONE_MAX) /* zone label, without NUL */
 #define TRK_ANNOUNCE_BURST 20u        /* token bucket depth (announces) */
 #define TRK_ANNOUNCE_PER_S 4u         /* token refill rate */
 #define TRK_ANNOUNCE_INTERVAL_MS 5000 /* interval the reply asks peers for */
 
 /* --- swarms ----------------------------------------------------------- */
-#define TRK_MAX_SWARMS 256u              /* distinct digests tracked */
-#define TRK_MAX_MEMBERS 1024u            /* peers per swarm */
-#define TRK_MAX_CHUNKS (1u << 20)        /* chunks per release (bitfield cap) */
-#define TRK_MAX_STATE_BYTES (512u << 20) /* all have-bitfields together */
-#define TRK_URI_MAX 1024u                /* release URI, without NUL */
+#define TRK_MAX_SWARMS 256u   /* distinct digests tracked */
+#define TRK_MAX_MEMBERS 1024u /* peers per swarm */
+/* Chunks per release: the wire's cap. A swarm's per-chunk arrays and its
+ * members' have-bitfields count against TRK_MAX_STATE_BYTES, so memory
+ * stays bounded whatever the releases' sizes. */
+#define TRK_MAX_CHUNKS ((uint32_t)WS_MAX_TOTAL_CHUNKS)
+#define TRK_MAX_STATE_BYTES (512u << 20)   /* swarm and member state */
+#define TRK_URI_MAX ((unsigned)WS_URI_MAX) /* release URI, without NUL */
 
 /* --- origin leases ---------------------------------------------------- */
 /* A lease lives this long unless renewed; a holder renews while bytes
@@ -67,12 +81,17 @@
 #define TRK_LEASE_AVOID_SLOTS 4u
 
 /* --- replies ---------------------------------------------------------- */
-#define TRK_REPLY_PEERS_MAX 32u /* hard cap on peers in one reply */
+#define TRK_REPLY_PEERS_MAX 32u /* peers in one reply (<= WS_MAX_PEERS) */
 #define TRK_REPLY_PEERS_DEFAULT 16u
 #define TRK_SELECT_SCAN_MAX 512u /* members examined per selection */
 
 /* --- wanted set -------------------------------------------------------- */
-#define TRK_MAX_WANTED 64u
+/* Entries (= the wire's WS_MAX_WANTED, so one reply lists them all). When
+ * full, a new entry evicts the oldest (docs/operations.md "Wanted set"). */
+#define TRK_MAX_WANTED ((unsigned)WS_MAX_WANTED)
+/* An entry leaves after this long (--wanted-ttl), and at most this. */
+#define TRK_WANTED_TTL_MS (24ull * 3600u * 1000u)
+#define TRK_WANTED_TTL_MAX_MS (365ull * 24u * 3600u * 1000u)
 
 /* --- peer protocol listener (trk_server.c) ---------------------------- */
 #define TRK_MAX_PREAUTH_CONNS 128u          /* connections still handshaking */
@@ -100,5 +119,10 @@
 #define TRK_METRICS_BODY_MAX 1024u /* no route reads a body */
 #define TRK_METRICS_SWARMS_MAX 32u /* swarms with labels of their own */
 #define TRK_METRICS_LABEL_MAX 64u  /* bytes of a model label value */
+
+_Static_assert(TRK_REPLY_PEERS_MAX <= WS_MAX_PEERS, "reply peers");
+_Static_assert(TRK_LEASES_PER_PEER_MAX <= WS_MAX_LEASES, "reply leases");
+_Static_assert(TRK_MAX_SWARMS_PER_PEER <= TRK_MAX_SWARMS_PER_PEER_MAX,
+               "releases per node");
 
 #endif

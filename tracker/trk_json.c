@@ -49,6 +49,7 @@ static int swarm_fill(cJSON *o, const trk_swarm_t *s, uint64_t now_ms) {
       !cJSON_AddNumberToObject(o, "chunks_held", st.chunks_held) ||
       !cJSON_AddNumberToObject(o, "chunks_leased", st.chunks_leased) ||
       !cJSON_AddNumberToObject(o, "chunks_need", st.chunks_need) ||
+      !cJSON_AddNumberToObject(o, "chunks_suspect", st.chunks_suspect) ||
       !cJSON_AddNumberToObject(o, "progress", swarm_progress(s)) ||
       !cJSON_AddNumberToObject(o, "lease_cap", trk_lease_cap(s)) ||
       !cJSON_AddNumberToObject(o, "lease_limit", trk_lease_limit(s)) ||
@@ -59,6 +60,7 @@ static int swarm_fill(cJSON *o, const trk_swarm_t *s, uint64_t now_ms) {
       !cJSON_AddNumberToObject(l, "expired", (double)st.leases_expired) ||
       !cJSON_AddNumberToObject(l, "released", (double)st.leases_released) ||
       !cJSON_AddNumberToObject(l, "revoked", (double)st.leases_revoked) ||
+      !cJSON_AddNumberToObject(l, "suspect", (double)st.leases_suspect) ||
       !cJSON_AddNumberToObject(l, "origin_refetch", (double)st.origin_refetch))
     return -ENOMEM;
   return 0;

@@ -15,7 +15,13 @@
  * disjoint, adjacent runs and can start swapping at once; each member is
  * topped up to trk_lease_limit() (its share, trk_lease_cap(), plus a spare
  * it starts as a fetch ends) on every announce and HAVE, so fast members
- * come back for more and a slow one holds only a few. Loop thread only.
+ * come back for more and a slow one holds only a few.
+ *
+ * A claimed chunk nobody delivers (a holder nobody can reach, or one that
+ * never serves) is not in the need set, so nothing above would lease it:
+ * a downloader stalled on it names it in its announce ("st") and
+ * trk_lease_grant_stuck leases it to that downloader all the same, one
+ * lease per chunk. Loop thread only.
  */
 #include "trk_swarm-int.h"
 
@@ -53,9 +59,12 @@ void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
   switch (why) {
   case TRK_LEASE_END_COMPLETED:
     s->n_completed++;
+    trk_suspect_clear(s, c); /* delivered: the stuck ones ask its holder */
+    trk_bits_set(s->vouched, c);
     break;
   case TRK_LEASE_END_REVOKED:
     s->n_revoked++;
+    trk_suspect_clear(s, c);
     break;
   case TRK_LEASE_END_RELEASED:
     s->n_released++;
@@ -97,14 +106,12 @@ void trk_lease_end_chunk(trk_swarm_t *s, uint32_t chunk, trk_lease_end_t why) {
   trk_lease_end_slot(s, h, (uint32_t)slot, why);
 }
 
-/* Moves need chunk c to a lease of m (room checked by the caller). */
-static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
-                       uint64_t now_ms) {
-  /* need => avail == 0 => m cannot hold c. */
-  assert(trk_bits_get(s->need, c) && !trk_bits_get(m->have, c) &&
-         s->holder[c] == NULL && m->nleases < TRK_LEASES_PER_PEER_MAX);
-  trk_bits_clear(s->need, c);
-  s->need_count--;
+/* Leases chunk c, which nobody leases and m lacks, to m (room checked by
+ * the caller). */
+static void lease_add(trk_swarm_t *s, trk_member_t *m, uint32_t c,
+                      uint64_t now_ms) {
+  assert(!trk_bits_get(m->have, c) && s->holder[c] == NULL &&
+         m->nleases < TRK_LEASES_PER_PEER_MAX);
   s->holder[c] = m;
   s->leased++;
   s->n_granted++;
@@ -113,6 +120,16 @@ static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
   m->leases[m->nleases].chunk = c;
   m->leases[m->nleases].expires_ms = now_ms + TRK_LEASE_TTL_MS;
   m->nleases++;
+}
+
+/* Moves need chunk c to a lease of m (room checked by the caller). */
+static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
+                       uint64_t now_ms) {
+  /* need => avail == 0 => m cannot hold c. */
+  assert(trk_bits_get(s->need, c));
+  trk_bits_clear(s->need, c);
+  s->need_count--;
+  lease_add(s, m, c, now_ms);
 }
 
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
@@ -141,6 +158,37 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     granted[n++] = c;
   }
   return n;
+}
+
+uint32_t trk_lease_grant_stuck(trk_swarm_t *s, trk_member_t *m,
+                               const uint32_t *stuck, uint32_t n,
+                               uint64_t now_ms, uint32_t *granted,
+                               uint32_t max_out) {
+  uint32_t k = 0;
+  if (!trk_member_is_downloader(s, m) || n > TRK_STUCK_MAX)
+    return 0;
+  uint32_t limit = trk_lease_limit(s);
+  if (m->want_leases < limit)
+    limit = m->want_leases;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t c = stuck[i];
+    /* A chunk nobody claims is in the need set: trk_lease_grant's. One
+     * a lease delivered is with a member that fetches: m gets it there. */
+    if (c >= s->total || s->avail[c] == 0 || trk_bits_get(m->have, c) ||
+        trk_bits_get(s->vouched, c))
+      continue;
+    if (!trk_bits_get(s->suspect, c)) {
+      trk_bits_set(s->suspect, c);
+      s->suspect_count++;
+    }
+    if (s->holder[c] != NULL || m->nleases >= limit || k >= max_out ||
+        s->leased >= TRK_ORIGIN_INFLIGHT_MAX)
+      continue; /* being fetched (single flight), or no room: next time */
+    lease_add(s, m, c, now_ms);
+    s->n_suspect++;
+    granted[k++] = c;
+  }
+  return k;
 }
 
 int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,

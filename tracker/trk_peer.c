@@ -15,6 +15,7 @@
 
 struct trk_peers_s {
   uint32_t max;
+  uint32_t max_joined; /* join slots of each peer added */
   uint32_t count;
   trk_peer_t **slot; /* max entries; NULL = free */
   uint16_t *gen;     /* generation per slot, bumped on each add */
@@ -29,6 +30,7 @@ trk_peers_t *trk_peers_new(uint32_t max_peers) {
   if (reg == NULL)
     goto fail;
   reg->max = max_peers;
+  reg->max_joined = TRK_MAX_SWARMS_PER_PEER;
   reg->slot = calloc(max_peers, sizeof(*reg->slot));
   if (reg->slot == NULL)
     goto fail_reg;
@@ -130,9 +132,11 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
     s++;
   if (s == reg->max)
     return WS_ELIMIT;
-  trk_peer_t *p = calloc(1, sizeof(*p));
+  trk_peer_t *p =
+      calloc(1, sizeof(*p) + (size_t)reg->max_joined * sizeof(p->joined[0]));
   if (p == NULL)
     return -ENOMEM;
+  p->max_joined = reg->max_joined;
   reg->gen[s]++;
   if (reg->gen[s] == 0)
     reg->gen[s] = 1;
@@ -193,6 +197,17 @@ uint32_t trk_peers_max(const trk_peers_t *reg) {
   return reg->max;
 }
 
+int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) {
+  if (n == 0 || n > TRK_MAX_SWARMS_PER_PEER_MAX)
+    return WS_EUSAGE;
+  reg->max_joined = n;
+  return 0;
+}
+
+uint32_t trk_peers_max_joined(const trk_peers_t *reg) {
+  return reg->max_joined;
+}
+
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor) {
   while (*cursor < reg->max) {
     trk_peer_t *p = reg->slot[(*cursor)++];
@@ -240,7 +255,7 @@ int trk_peer_join_add(trk_peer_t *peer, struct trk_swarm_s *swarm,
                       struct trk_member_s *member) {
   if (trk_peer_join_find(peer, swarm) != NULL)
     return WS_EEXISTS;
-  if (peer->njoined >= TRK_MAX_SWARMS_PER_PEER)
+  if (peer->njoined >= peer->max_joined)
     return WS_ELIMIT;
   peer->joined[peer->njoined].swarm = swarm;
   peer->joined[peer->njoined].member = member;

@@ -2,7 +2,8 @@
  *
  * A peer is one authenticated tracker connection: its node id, the address
  * and port it serves chunks on, an optional zone label, the swarms it has
- * joined (at most TRK_MAX_SWARMS_PER_PEER) and a token bucket that limits its
+ * joined (at most the registry's releases-per-node cap, --max-releases-per-
+ * node) and a token bucket that limits its
  * announce rate. Peer ids pack a slot and a generation so a stale id from a
  * closed connection never finds the slot's next occupant. Soft state: the
  * registry is rebuilt from reconnecting peers after a tracker restart.
@@ -53,7 +54,8 @@ typedef struct trk_peer_s {
   uint64_t announces;    /* accepted announces */
   uint64_t rate_limited; /* announces refused by the bucket */
   uint32_t njoined;
-  trk_peer_join_t joined[TRK_MAX_SWARMS_PER_PEER];
+  uint32_t max_joined;      /* the registry's cap when the peer was added */
+  trk_peer_join_t joined[]; /* max_joined slots */
 } trk_peer_t;
 
 typedef struct trk_peers_s trk_peers_t;
@@ -79,6 +81,10 @@ trk_peer_t *trk_peers_get(const trk_peers_t *reg, trk_peer_id_t id);
 trk_peer_t *trk_peers_find_node(const trk_peers_t *reg, const char *node_id);
 uint32_t trk_peers_count(const trk_peers_t *reg);
 uint32_t trk_peers_max(const trk_peers_t *reg);
+/* Releases a peer added from now on may join: 1..TRK_MAX_SWARMS_PER_PEER_MAX
+ * (else WS_EUSAGE); TRK_MAX_SWARMS_PER_PEER until set. */
+int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) WS_MUST_USE;
+uint32_t trk_peers_max_joined(const trk_peers_t *reg);
 /* Iteration: start with *cursor = 0; returns the next peer or NULL at the
  * end. Adding or removing peers during iteration is not allowed. */
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor);
@@ -93,7 +99,7 @@ int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) WS_MUST_USE;
 int trk_peer_rate_take(trk_peer_t *peer, uint64_t now_ms) WS_MUST_USE;
 
 /* Records that the peer joined swarm with membership member (both
- * borrowed). WS_ELIMIT past TRK_MAX_SWARMS_PER_PEER, WS_EEXISTS if already
+ * borrowed). WS_ELIMIT past peer->max_joined, WS_EEXISTS if already
  * joined. */
 int trk_peer_join_add(trk_peer_t *peer, struct trk_swarm_s *swarm,
                       struct trk_member_s *member) WS_MUST_USE;

@@ -5,7 +5,8 @@
  * the message encoding, and skipped unknown types; what arrives here is a
  * decoded message. ANNOUNCE / HAVE / LEASE_RENEW / LEASE_RELEASE drive the
  * tracker. Replies:
- *   ANNOUNCE      -> ANNOUNCE_REPLY (peers, every lease held, wanted)
+ *   ANNOUNCE      -> ANNOUNCE_REPLY (peers, every lease held, wanted;
+ *                    to the presence digest also a sample of other nodes)
  *   HAVE          -> ANNOUNCE_REPLY with the lease list, only if it grew
  *   LEASE_RENEW   -> ANNOUNCE_REPLY with the lease list if a chunk was done,
  *                    or a renew found the lease gone (expired or revoked)
@@ -24,6 +25,10 @@
 
 #include "ws_log.h"
 
+/* Other nodes in the reply to a presence announce (<= WS_MAX_NODES): with
+ * a fresh sample at every interval a node soon knows this many or more. */
+#define TRK_REPLY_NODES 16u
+
 static uint64_t now_ms(const trk_conn_t *c) {
   return uv_now(c->srv->loop);
 }
@@ -35,10 +40,34 @@ static void protocol_error(trk_conn_t *c, const char *why) {
 
 /* ---- replies ---------------------------------------------------------- */
 
-static void send_reply(trk_conn_t *c, const ws_hash_t *d,
-                       const trk_reply_t *r) {
+/* The wire entries of peers in[0..n) that have an address, into out;
+ * returns how many. */
+static uint32_t reply_peer_infos(const trk_peer_t *const *in, uint32_t n,
+                                 ws_peer_info_t *out) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const trk_peer_t *p = in[i];
+    ws_peer_info_t *o = &out[k];
+    if (p->addr[0] == '\0')
+      continue; /* nowhere to connect to */
+    memset(o, 0, sizeof(*o));
+    snprintf(o->node_id, sizeof(o->node_id), "%s", p->node_id);
+    snprintf(o->host, sizeof(o->host), "%s", p->addr);
+    snprintf(o->zone, sizeof(o->zone), "%s", p->zone);
+    o->port = p->port;
+    k++;
+  }
+  return k;
+}
+
+/* The reply r to d; nodes[0..nnodes) (the presence reply's sample of
+ * other connected nodes) may be empty. */
+static void send_reply_nodes(trk_conn_t *c, const ws_hash_t *d,
+                             const trk_reply_t *r,
+                             const trk_peer_t *const *nodes, uint32_t nnodes) {
   ws_msg_t m;
   ws_peer_info_t peers[TRK_REPLY_PEERS_MAX];
+  ws_peer_info_t infos[WS_MAX_NODES];
   ws_lease_t leases[TRK_LEASES_PER_PEER_MAX];
   uint32_t chunks[TRK_LEASES_PER_PEER_MAX];
   ws_wanted_t wanted[TRK_MAX_WANTED];
@@ -48,19 +77,11 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
   ws_announce_reply_t *ar = &m.u.announce_reply;
   memcpy(ar->digest, d->b, WS_PROTO_DIGEST_LEN);
   ar->interval_ms = r->interval_ms;
-  for (uint32_t i = 0; i < r->npeers; i++) {
-    const trk_peer_t *p = r->peers[i];
-    ws_peer_info_t *o = &peers[ar->n_peers];
-    if (p->addr[0] == '\0')
-      continue; /* nowhere to connect to */
-    memset(o, 0, sizeof(*o));
-    snprintf(o->node_id, sizeof(o->node_id), "%s", p->node_id);
-    snprintf(o->host, sizeof(o->host), "%s", p->addr);
-    snprintf(o->zone, sizeof(o->zone), "%s", p->zone);
-    o->port = p->port;
-    ar->n_peers++;
-  }
+  ar->n_peers = reply_peer_infos(r->peers, r->npeers, peers);
   ar->peers = peers;
+  ar->n_nodes = reply_peer_infos(
+      nodes, nnodes < WS_MAX_NODES ? nnodes : WS_MAX_NODES, infos);
+  ar->nodes = infos;
   for (uint32_t i = 0; i < r->nleases; i++) {
     const trk_lease_t *l = &r->leases[i];
     chunks[i] = l->chunk;
@@ -85,6 +106,39 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
   (void)trk_conn_send(c, &m); /* failure closed c */
 }
 
+static void send_reply(trk_conn_t *c, const ws_hash_t *d,
+                       const trk_reply_t *r) {
+  send_reply_nodes(c, d, r, NULL, 0);
+}
+
+/* Up to max connected nodes other than self that serve chunks (a port and
+ * an address): a window of the registry from a random slot, so every node
+ * learns a changing sample of the others, whatever releases they share
+ * (p2pd keeps them to swap with while the tracker is down). Costs at most
+ * one pass over the registry's slots (TRK_MAX_PEERS). */
+static uint32_t sample_nodes(trk_conn_t *c, const trk_peer_t **out,
+                             uint32_t max) {
+  const trk_peers_t *reg = trk_tracker_peers(c->srv->t);
+  uint32_t slots = trk_peers_max(reg), n = 0;
+  if (slots == 0)
+    return 0;
+  uint64_t x = uv_hrtime() ^ (c->id * 0x9E3779B97F4A7C15ull);
+  x ^= x >> 29;
+  uint32_t start = (uint32_t)(x % slots);
+  for (int pass = 0; pass < 2 && n < max; pass++) {
+    uint32_t cur = pass == 0 ? start : 0;
+    uint32_t end = pass == 0 ? slots : start;
+    const trk_peer_t *p;
+    while (n < max && cur < end && (p = trk_peers_next(reg, &cur)) != NULL) {
+      if (pass == 1 && cur > end)
+        break; /* went past start: seen in the first pass */
+      if (p->id != c->peer && p->port != 0 && p->addr[0] != '\0')
+        out[n++] = p;
+    }
+  }
+  return n;
+}
+
 void trk_server_push_wanted(trk_server_t *srv) {
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
     trk_reply_t r;
@@ -102,6 +156,22 @@ static void send_result(trk_conn_t *c, int rc, const char *what) {
   WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id,
           wire_conn_peer(c->wc)->node_id, msg);
   trk_conn_send_error(c, rc, msg);
+}
+
+/* An ANNOUNCE refused: the ERROR names the release, so that p2pd can make
+ * room (WS_ELIMIT) or fetch it without the tracker (docs/protocol.md). */
+static void send_refusal(trk_conn_t *c, int rc, const ws_hash_t *d) {
+  ws_msg_t m;
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_ERROR;
+  m.u.error.code = rc;
+  snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s",
+           ws_strerror(rc));
+  m.u.error.has_digest = true;
+  memcpy(m.u.error.digest, d->b, WS_PROTO_DIGEST_LEN);
+  WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id,
+          wire_conn_peer(c->wc)->node_id, m.u.error.msg);
+  (void)trk_conn_send(c, &m); /* failure closed c */
 }
 
 /* ---- authenticated messages ------------------------------------------- */
@@ -142,12 +212,19 @@ static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
   ta.report.s3_bytes = a->s3_bytes;
   ta.report.peer_bytes = a->peer_bytes;
   ta.report.err = a->err;
+  ta.stuck = a->stuck;
+  ta.nstuck = a->n_stuck;
   rc = trk_tracker_announce(srv->t, c->peer, &ta, now_ms(c), &r);
   if (rc < 0) {
-    send_result(c, rc, "announce");
+    send_refusal(c, rc, &d);
     return;
   }
-  send_reply(c, &d, &r);
+  static const uint8_t presence[WS_PROTO_DIGEST_LEN];
+  const trk_peer_t *nodes[WS_MAX_NODES];
+  uint32_t nn = 0;
+  if (!ta.leave && memcmp(d.b, presence, sizeof(presence)) == 0)
+    nn = sample_nodes(c, nodes, TRK_REPLY_NODES);
+  send_reply_nodes(c, &d, &r, nodes, nn);
 }
 
 static void on_have(trk_conn_t *c, const ws_have_t *h) {

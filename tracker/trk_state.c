@@ -47,6 +47,7 @@ struct trk_state_s {
   trk_state_close_cb close_cb;
   void *close_arg;
   char *json;
+  uint64_t version; /* trk_wanted_version of the last save scheduled */
 };
 
 int trk_state_load(const char *path, trk_wanted_t *w, uint64_t now_ms,
@@ -214,6 +215,7 @@ void trk_state_save(trk_state_t *s) {
     s->dirty = true;
     return;
   }
+  s->version = trk_wanted_version(s->w);
   s->json = trk_wanted_to_json(s->w);
   if (s->json == NULL) {
     WS_LOGE("state %s: save failed: out of memory", s->path);
@@ -222,6 +224,11 @@ void trk_state_save(trk_state_t *s) {
   s->err = 0;
   s->step = SAVE_OPEN;
   issue(s);
+}
+
+void trk_state_sync(trk_state_t *s) {
+  if (!s->closing && trk_wanted_version(s->w) != s->version)
+    trk_state_save(s);
 }
 
 void trk_state_close(trk_state_t *s, trk_state_close_cb cb, void *arg) {

@@ -5,7 +5,11 @@
  *   avail[c]  members whose have-bit c is set;
  *   holder[c] the member leasing c, or NULL;
  *   need bit  set exactly when avail[c] == 0 and holder[c] == NULL;
- *   ever bit  set once any member has held c (origin refetch accounting).
+ *   ever bit  set once any member has held c (origin refetch accounting);
+ *   suspect   set while c is claimed (avail > 0) but a downloader reported
+ *             it stuck: leasable to a reporter though held (trk_lease.c);
+ *   vouched   set when a lease on c completed (a member we lease to has
+ *             it), until any holder of c leaves: never suspect meanwhile.
  * need_lo is a lower bound on the first set need bit, so grants scan from
  * there instead of from chunk 0.
  */
@@ -48,6 +52,9 @@ struct trk_swarm_s {
   trk_member_t **holder;
   uint64_t *need;
   uint64_t *ever;
+  uint64_t *suspect;
+  uint64_t *vouched;
+  uint32_t suspect_count;
   uint32_t need_count;
   uint32_t need_lo;
   uint32_t held_chunks; /* chunks with avail > 0 */
@@ -65,6 +72,7 @@ struct trk_swarm_s {
   uint64_t n_released;
   uint64_t n_revoked;
   uint64_t n_refetch;
+  uint64_t n_suspect;       /* grants of suspect chunks */
   struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
 
@@ -82,6 +90,14 @@ void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
                         trk_lease_end_t why);
 /* Ends the lease on chunk, whoever holds it; no-op if none (trk_lease.c). */
 void trk_lease_end_chunk(trk_swarm_t *s, uint32_t chunk, trk_lease_end_t why);
+
+/* Clears chunk c's suspect mark, if set. */
+static inline void trk_suspect_clear(trk_swarm_t *s, uint32_t c) {
+  if (trk_bits_get(s->suspect, c)) {
+    trk_bits_clear(s->suspect, c);
+    s->suspect_count--;
+  }
+}
 
 static inline int trk_member_is_downloader(const trk_swarm_t *s,
                                            const trk_member_t *m) {

@@ -14,6 +14,8 @@
 
 static void swarm_free_arrays(trk_swarm_t *s) {
   free(s->members);
+  free(s->suspect);
+  free(s->vouched);
   free(s->ever);
   free(s->need);
   free(s->holder);
@@ -35,10 +37,13 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->holder = calloc(total_chunks, sizeof(*s->holder));
   s->need = calloc(s->nwords, sizeof(*s->need));
   s->ever = calloc(s->nwords, sizeof(*s->ever));
+  s->suspect = calloc(s->nwords, sizeof(*s->suspect));
+  s->vouched = calloc(s->nwords, sizeof(*s->vouched));
   s->members_cap = 8;
   s->members = calloc(s->members_cap, sizeof(*s->members));
   if (s->avail == NULL || s->holder == NULL || s->need == NULL ||
-      s->ever == NULL || s->members == NULL)
+      s->ever == NULL || s->suspect == NULL || s->vouched == NULL ||
+      s->members == NULL)
     goto fail;
   /* Nobody holds anything yet: every chunk needs the origin. */
   for (uint32_t i = 0; i < total_chunks; i++)
@@ -129,9 +134,11 @@ static void avail_inc(trk_swarm_t *s, uint32_t c) {
 }
 
 static void avail_dec(trk_swarm_t *s, uint32_t c) {
+  trk_bits_clear(s->vouched, c); /* its deliverer may be the one leaving */
   if (--s->avail[c] != 0)
     return;
   s->held_chunks--;
+  trk_suspect_clear(s, c); /* nobody claims it: an ordinary need now */
   if (s->holder[c] == NULL) {
     /* The last holder is gone and no one is fetching it: without the
      * origin the swarm could never finish, so it is leasable again. */
@@ -149,8 +156,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     return WS_EUSAGE;
   if (trk_peer_join_find(peer, s) != NULL)
     return WS_EEXISTS;
-  if (s->nmembers >= TRK_MAX_MEMBERS ||
-      peer->njoined >= TRK_MAX_SWARMS_PER_PEER)
+  if (s->nmembers >= TRK_MAX_MEMBERS || peer->njoined >= peer->max_joined)
     return WS_ELIMIT;
   if (s->nmembers == s->members_cap) {
     uint32_t cap = s->members_cap * 2u;
@@ -303,6 +309,8 @@ void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out) {
   out->leases_released = s->n_released;
   out->leases_revoked = s->n_revoked;
   out->origin_refetch = s->n_refetch;
+  out->chunks_suspect = s->suspect_count;
+  out->leases_suspect = s->n_suspect;
   out->created_ms = s->created_ms;
 }
 

@@ -62,6 +62,8 @@ typedef struct {
   uint64_t leases_released;
   uint64_t leases_revoked; /* someone else reported the chunk first */
   uint64_t origin_refetch; /* grants of a chunk that was held before */
+  uint32_t chunks_suspect; /* claimed, but reported stuck by a downloader */
+  uint64_t leases_suspect; /* grants of suspect chunks */
   uint64_t created_ms;
 } trk_swarm_stats_t;
 
@@ -163,6 +165,23 @@ uint32_t trk_lease_limit(const trk_swarm_t *s);
  * and want == 0 get none. */
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out);
+
+/* Chunks one announce may report stuck (the wire's WS_MAX_LEASE_CHUNKS). */
+#define TRK_STUCK_MAX 256u
+/* m waited past its stall time on stuck[0..n) with no byte from anyone:
+ * each chunk that some member claims (so not in the need set) but m lacks
+ * is marked suspect, and one whom nobody leases is leased to m all the
+ * same, within m's limit as for trk_lease_grant, lowest index of the list
+ * first. One lease per chunk keeps S3 single-flight: the other stuck
+ * members get the chunk from m. The mark goes when a lease on the chunk
+ * completes or is revoked, or when nobody claims it any more; a chunk
+ * whose lease completed is not marked again until one of its holders
+ * leaves. Returns the chunks granted, written to granted (room for
+ * max_out). */
+uint32_t trk_lease_grant_stuck(trk_swarm_t *s, trk_member_t *m,
+                               const uint32_t *stuck, uint32_t n,
+                               uint64_t now_ms, uint32_t *granted,
+                               uint32_t max_out);
 /* Extends m's lease on chunk to now + TRK_LEASE_TTL_MS. A chunk m does not
  * lease but that is in the need set (nobody holds or fetches it: a lease
  * granted before a tracker restart, or one that expired moments ago) is

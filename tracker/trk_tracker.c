@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "trk_target.h"
+#include "trk_wanted_sweep.h"
 
 /* A peer that announced a digest without a chunk count (see
  * TRK_JOINING_MS). */
@@ -99,11 +100,20 @@ static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
     swarm_drop(t, s);
 }
 
+/* A swarm's own arrays per chunk: avail (u32), holder (pointer) and two
+ * bits, rounded up (trk_swarm-int.h). */
+#define SWARM_CHUNK_BYTES (sizeof(uint32_t) + sizeof(void *) + 1u)
+
+static uint64_t swarm_bytes(uint32_t total_chunks) {
+  return (uint64_t)total_chunks * SWARM_CHUNK_BYTES;
+}
+
 static uint64_t state_bytes(const trk_tracker_t *t) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < t->nswarms; i++)
     n += (uint64_t)trk_swarm_member_count(t->swarms[i]) *
-         trk_swarm_member_bytes(t->swarms[i]);
+             trk_swarm_member_bytes(t->swarms[i]) +
+         swarm_bytes(trk_swarm_total_chunks(t->swarms[i]));
   return n;
 }
 
@@ -163,10 +173,11 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
   trk_member_t *m = s == NULL ? NULL : trk_swarm_member_of(s, p);
   if (m != NULL)
     goto done;
-  if (p->njoined >= TRK_MAX_SWARMS_PER_PEER)
+  if (p->njoined >= p->max_joined)
     return WS_ELIMIT;
   if (s == NULL) {
-    if (t->nswarms >= TRK_MAX_SWARMS)
+    if (t->nswarms >= TRK_MAX_SWARMS ||
+        state_bytes(t) + swarm_bytes(a->total_chunks) > TRK_MAX_STATE_BYTES)
       return WS_ELIMIT;
     s = trk_swarm_new(&a->digest, a->total_chunks, now_ms);
     if (s == NULL)
@@ -278,9 +289,11 @@ static int member_apply(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
     }
     /* A wanted digest learns its URI from the first peer that knows it. */
     const trk_wanted_entry_t *e = trk_wanted_find(t->wanted, &a->digest);
-    if (e != NULL && e->uri[0] == '\0' &&
-        trk_wanted_add(t->wanted, &a->digest, a->uri, 0) < 0)
-      return WS_EUSAGE;
+    if (e != NULL && e->uri[0] == '\0') {
+      if (trk_wanted_add(t->wanted, &a->digest, a->uri, 0) < 0)
+        return WS_EUSAGE;
+      (void)trk_wanted_supersede(t->wanted); /* its model is known now */
+    }
   }
   trk_swarm_set_role(s, m, a->role);
   trk_member_set_want(m, a->want_leases);
@@ -335,6 +348,10 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     rc = WS_EUSAGE;
     goto fail;
   }
+  if (a->nstuck > TRK_STUCK_MAX || (a->nstuck > 0 && a->stuck == NULL)) {
+    rc = WS_ELIMIT;
+    goto fail;
+  }
   if (a->leave || a->total_chunks == 0) {
     /* Leaving, or not joined yet (no manifest, so no chunk count): the
      * peer gets holders to fetch the manifest from, and the wanted set. */
@@ -363,6 +380,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   joining_update(t, s, now_ms);
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
+  ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,
+                              TRK_LEASES_PER_PEER_MAX - ng);
   reply_leases(r, s, m, ng);
   r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
   reply_wanted(t, p, r);
@@ -444,6 +463,7 @@ uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
     trk_stats_sample(t->swarms[i], now_ms);
   }
   t->st.leases_expired += n;
+  (void)trk_wanted_sweep(t, now_ms);
   return n;
 }
 
@@ -469,6 +489,8 @@ int trk_tracker_prefetch_select(trk_tracker_t *t, const ws_hash_t *digest,
   int chose = trk_target_refresh(t->wanted, t->peers, digest);
   if (chose < 0)
     return chose;
+  /* A newer release of a model replaces the older one (trk_wanted.h). */
+  (void)trk_wanted_supersede(t->wanted);
   return rc > 0 || chose > 0;
 }
 

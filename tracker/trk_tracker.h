@@ -42,6 +42,10 @@ typedef struct {
   uint32_t max_peers;      /* peers wanted in the reply; 0: none */
   int leave;               /* the peer stops sharing this release */
   trk_report_t report;     /* optional progress report (dashboard) */
+  /* optional: chunks the peer is stalled on (trk_lease_grant_stuck), at
+   * most TRK_STUCK_MAX, each < total_chunks */
+  const uint32_t *stuck;
+  uint32_t nstuck;
 } trk_announce_t;
 
 /* What the network layer sends back. Pointers borrow tracker state and

@@ -19,11 +19,28 @@
 struct trk_wanted_s {
   uint32_t n;
   uint64_t version;
+  uint64_t ttl_ms;
+  uint64_t evicted, expired, superseded, done; /* removals by rule */
   trk_wanted_entry_t e[TRK_MAX_WANTED];
 };
 
 trk_wanted_t *trk_wanted_new(void) {
-  return calloc(1, sizeof(trk_wanted_t));
+  trk_wanted_t *w = calloc(1, sizeof(trk_wanted_t));
+  if (w != NULL)
+    w->ttl_ms = TRK_WANTED_TTL_MS;
+  return w;
+}
+
+void trk_wanted_set_ttl(trk_wanted_t *w, uint64_t ttl_ms) {
+  w->ttl_ms = ttl_ms == 0 ? TRK_WANTED_TTL_MS : ttl_ms;
+}
+
+static void remove_at(trk_wanted_t *w, uint32_t i) {
+  trk_wanted_entry_t *e = &w->e[i];
+  free(e->chosen);
+  memmove(e, e + 1, (size_t)(w->n - i - 1u) * sizeof(*e));
+  w->n--;
+  w->version++;
 }
 
 void trk_wanted_free(trk_wanted_t *w) {
@@ -119,8 +136,11 @@ int trk_wanted_add(trk_wanted_t *w, const ws_hash_t *digest, const char *uri,
     }
     return 1;
   }
-  if (w->n >= TRK_MAX_WANTED)
-    return WS_ELIMIT;
+  if (w->n >= TRK_MAX_WANTED) {
+    /* Full: the oldest prefetch makes room (docs/operations.md). */
+    remove_at(w, 0);
+    w->evicted++;
+  }
   e = &w->e[w->n];
   memset(e, 0, sizeof(*e));
   e->has_digest = has_d;
@@ -142,10 +162,7 @@ int trk_wanted_remove(trk_wanted_t *w, const char *key) {
   for (uint32_t i = 0; i < w->n; i++) {
     trk_wanted_entry_t *e = &w->e[i];
     if (strcmp(e->digest_str, key) == 0 || strcmp(e->uri, key) == 0) {
-      free(e->chosen);
-      memmove(e, e + 1, (size_t)(w->n - i - 1u) * sizeof(*e));
-      w->n--;
-      w->version++;
+      remove_at(w, i);
       return 0;
     }
   }
@@ -251,6 +268,80 @@ const trk_wanted_entry_t *trk_wanted_find(const trk_wanted_t *w,
 
 uint64_t trk_wanted_version(const trk_wanted_t *w) {
   return w->version;
+}
+
+/* Length of the model part of uri: everything before its last
+ * "sha256-<hex>" segment (s3://B/P/MODEL/ of s3://B/P/MODEL/sha256-<hex>/);
+ * 0 when it names no digest. */
+static size_t model_len(const char *uri) {
+  size_t n = 0;
+  const char *seg = uri;
+  while ((seg = strstr(seg, "/" WS_DIGEST_PREFIX)) != NULL) {
+    const char *end = strchr(seg + 1, '/');
+    size_t len = end == NULL ? strlen(seg + 1) : (size_t)(end - seg - 1);
+    if (len == WS_DIGEST_STR_LEN)
+      n = (size_t)(seg - uri) + 1u;
+    seg++;
+  }
+  return n;
+}
+
+static int same_model(const trk_wanted_entry_t *a,
+                      const trk_wanted_entry_t *b) {
+  size_t na = model_len(a->uri);
+  if (na == 0 || na != model_len(b->uri) || memcmp(a->uri, b->uri, na) != 0 ||
+      a->has_sel != b->has_sel)
+    return 0;
+  return !a->has_sel || sel_eq(&a->sel, &b->sel);
+}
+
+uint32_t trk_wanted_supersede(trk_wanted_t *w) {
+  uint32_t removed = 0;
+  for (uint32_t i = 0; i < w->n;) {
+    uint32_t j = i + 1u;
+    while (j < w->n && !same_model(&w->e[i], &w->e[j]))
+      j++;
+    if (j < w->n) { /* a newer release of the same model, same nodes */
+      remove_at(w, i);
+      w->superseded++;
+      removed++;
+    } else {
+      i++;
+    }
+  }
+  return removed;
+}
+
+uint32_t trk_wanted_expire(trk_wanted_t *w, uint64_t now_ms) {
+  uint32_t removed = 0;
+  for (uint32_t i = 0; i < w->n;) {
+    if (now_ms >= w->e[i].added_ms && now_ms - w->e[i].added_ms >= w->ttl_ms) {
+      remove_at(w, i);
+      w->expired++;
+      removed++;
+    } else {
+      i++;
+    }
+  }
+  return removed;
+}
+
+int trk_wanted_remove_done(trk_wanted_t *w, const ws_hash_t *digest) {
+  for (uint32_t i = 0; i < w->n; i++) {
+    if (w->e[i].has_digest && ws_hash_eq(&w->e[i].digest, digest)) {
+      remove_at(w, i);
+      w->done++;
+      return 0;
+    }
+  }
+  return WS_ENOTFOUND;
+}
+
+void trk_wanted_removals(const trk_wanted_t *w, trk_wanted_removals_t *out) {
+  out->evicted = w->evicted;
+  out->expired = w->expired;
+  out->superseded = w->superseded;
+  out->done = w->done;
 }
 
 /* "selector" and "chosen" of a state file entry. */

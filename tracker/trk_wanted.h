@@ -4,8 +4,15 @@
  * wanted releases the asking peer has not joined yet, so every connected
  * peer and every peer that connects later fetches them. An entry is a
  * digest ("sha256-<hex>"), a release URI ("s3://bucket/.../sha256-<hex>/"),
- * or both; a URI that names a digest segment yields the digest. Entries stay
- * until removed (DELETE), at most TRK_MAX_WANTED of them.
+ * or both; a URI that names a digest segment yields the digest.
+ *
+ * An entry leaves (docs/operations.md "Wanted set"): by DELETE; when done
+ * everywhere (every connected node it selects holds the release complete,
+ * and at least one does: trk_wanted_sweep.c); when superseded (a newer
+ * entry for the same model, the same URI up to the digest segment, with
+ * the same selector); after the TTL (--wanted-ttl, default 24 h, counted
+ * from when it was added, or restored from --state); and when the set is
+ * full (TRK_MAX_WANTED), the oldest makes room for a new one.
  *
  * Restart: like the rest of the tracker this is soft state. Releases peers
  * hold or fetch come back by themselves (peers re-announce them, with their
@@ -66,8 +73,8 @@ void trk_wanted_free(trk_wanted_t *w); /* accepts NULL */
  * A URI's digest segment supplies a missing digest; a given digest that
  * differs from the URI's is WS_EDIGEST. An existing entry (same digest, or
  * same URI when there is no digest) is updated (a URI is filled in) and 1
- * is returned; a new entry returns 0. WS_EUSAGE for a bad URI, WS_ELIMIT
- * when TRK_MAX_WANTED entries exist. */
+ * is returned; a new entry returns 0 (when TRK_MAX_WANTED entries exist,
+ * the oldest is removed first). WS_EUSAGE for a bad URI. */
 int trk_wanted_add(trk_wanted_t *w, const ws_hash_t *digest, const char *uri,
                    uint64_t now_ms) WS_MUST_USE;
 /* Sets the selector of the entry with this digest (sel NULL: every node).
@@ -84,6 +91,21 @@ int trk_wanted_is_chosen(const trk_wanted_entry_t *e, const char *node_id);
 /* Removes the entry whose digest string or URI equals key; WS_ENOTFOUND. */
 int trk_wanted_remove(trk_wanted_t *w, const char *key) WS_MUST_USE;
 uint32_t trk_wanted_count(const trk_wanted_t *w);
+/* Entries older than ttl_ms (0: TRK_WANTED_TTL_MS) leave at the next
+ * trk_wanted_expire. */
+void trk_wanted_set_ttl(trk_wanted_t *w, uint64_t ttl_ms);
+/* Removes entries added ttl_ms or longer before now_ms; returns how many. */
+uint32_t trk_wanted_expire(trk_wanted_t *w, uint64_t now_ms);
+/* Removes every entry that a later one supersedes (same model, same
+ * selector; see above); returns how many. */
+uint32_t trk_wanted_supersede(trk_wanted_t *w);
+/* Removes the entry with this digest as done everywhere; WS_ENOTFOUND. */
+int trk_wanted_remove_done(trk_wanted_t *w, const ws_hash_t *digest);
+typedef struct {
+  uint64_t evicted, expired, superseded, done;
+} trk_wanted_removals_t;
+/* Entries removed by each rule since start. */
+void trk_wanted_removals(const trk_wanted_t *w, trk_wanted_removals_t *out);
 /* Entry i (0 <= i < count), borrowed until the next change. */
 const trk_wanted_entry_t *trk_wanted_at(const trk_wanted_t *w, uint32_t i);
 /* Entry with this digest, or NULL. */

@@ -39,6 +39,8 @@ typedef struct {
   uint64_t served_live;       /* of those, begun before we held the chunk */
   uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t manifests_from_peers;
+  uint64_t releases_stalled; /* stalls begun (swarm/swarm_stall.c) */
+  uint64_t nodes_known;      /* gauge: the swarm's address book (addrbook.h) */
   /* Histograms (seconds): a chunk from being taken to verified, by source
    * (origin.c, swarm/download.c); a release from prefetch to READY or
    * FAILED (release.c). */

@@ -36,7 +36,15 @@ typedef struct {
   uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */
   uint64_t download_rate; /* --download-rate BYTES/s; 0 = unlimited */
   unsigned max_neighbors; /* --max-neighbors */
+  /* Liveness (docs/operations.md): seconds without a byte from any source
+   * before a release is stalled (--stall-timeout) and failed (--stall-fail). */
+  unsigned stall_timeout_s;
+  unsigned stall_fail_s;
   int test_corrupt_serve; /* --test-corrupt-serve (fault-inject builds) */
+  /* --test-write-fault CODE:N (fault-inject builds): chunk writes from the
+   * Nth on fail with test_write_fault (-ENOSPC or -EIO); 0 = off. */
+  int test_write_fault;
+  unsigned test_write_fault_nth;
 } peer_settings_t;
 
 #endif

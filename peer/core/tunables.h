@@ -161,6 +161,19 @@
  * 16 MiB chunks has a ~5 MiB manifest; typical ones are tens of KiB). */
 #define PEER_MANIFEST_WAIT_MS 60000u
 #define PEER_MANIFEST_PEER_TRY_MS 250u
+/* Tracker down (origin_share.h, addrbook.h). The address book keeps this
+ * many other nodes the trackers named; while a release's tracker is down
+ * the swarm dials at most PEER_ADDRBOOK_DIAL_MAX of them per tick, each
+ * again only after PEER_ADDRBOOK_REDIAL_MS. A release waits
+ * PEER_SHARE_GRACE_MS after it began fetching (when the book is not
+ * empty) so its neighbours can find it before anyone reads S3; a
+ * neighbour that said nothing about the release for PEER_SHARE_STALL_MS
+ * (no BITFIELD, no HAVE) no longer counts, and its chunks are taken over. */
+#define PEER_ADDRBOOK_MAX 64u
+#define PEER_ADDRBOOK_DIAL_MAX 8u
+#define PEER_ADDRBOOK_REDIAL_MS 10000u
+#define PEER_SHARE_GRACE_MS 2000u
+#define PEER_SHARE_STALL_MS 8000u
 /* A neighbour asked for a manifest that has not begun to send it by then
  * counts as having refused (the next is asked, or S3). */
 #define PEER_MANIFEST_ASK_MS 5000u
@@ -170,5 +183,15 @@
 #define PEER_NODE_ID_RANDOM_BYTES 8u
 /* Token buckets hold this many seconds of rate. */
 #define PEER_RATE_BURST_MS 250u
+/* Liveness (docs/operations.md, "Liveness contract"): a FETCHING release
+ * with chunks missing and no byte from any source for --stall-timeout is
+ * stalled; it names up to PEER_STALL_REPORT_MAX of its missing chunks to
+ * the tracker (ANNOUNCE "st", <= WS_MAX_LEASE_CHUNKS), reads them from S3
+ * itself once stalled for twice that, and fails after --stall-fail. */
+#define PEER_STALL_TIMEOUT_S_DEFAULT 20u
+#define PEER_STALL_TIMEOUT_S_MAX 3600u
+#define PEER_STALL_FAIL_S_DEFAULT 600u
+#define PEER_STALL_FAIL_S_MAX (7u * 24u * 3600u)
+#define PEER_STALL_REPORT_MAX 64u
 
 #endif

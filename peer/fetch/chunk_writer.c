@@ -11,6 +11,24 @@
 #include <errno.h>
 #include <string.h>
 
+#ifdef WS_FAULT_INJECT
+#include <stdatomic.h>
+
+/* Chunk writes so far, process-wide (the fault hook counts them). */
+static atomic_uint g_chunk_writes;
+
+/* Test builds: --test-write-fault CODE:N makes the Nth chunk write of the
+ * process and every later one fail with CODE, as a disk that filled up or
+ * died would. 0 when the write may go ahead. */
+static int chunk_writer_fault(const peer_ctx_t *ctx) {
+  const peer_settings_t *cfg = ctx->cfg;
+  if (cfg == NULL || cfg->test_write_fault == 0)
+    return 0;
+  unsigned n = atomic_fetch_add(&g_chunk_writes, 1) + 1;
+  return n >= cfg->test_write_fault_nth ? cfg->test_write_fault : 0;
+}
+#endif
+
 int peer_chunk_writer_init(peer_chunk_writer_t *w, peer_ctx_t *ctx,
                            peer_file_t *file, uint32_t j,
                            peer_chunk_written_cb cb, void *arg) {
@@ -40,15 +58,21 @@ void peer_chunk_writer_cleanup(peer_chunk_writer_t *w) {
 
 static void chunk_writer_after_cb(void *arg, int status);
 
-/* [worker] pwrite of the whole buffer, then the hash over the same bytes. */
+/* [worker] pwrite of the whole buffer, then the hash over the same bytes.
+ * A disk error is named as ours (WS_ENOSPC, WS_EIO: ws_err_disk) so that
+ * the owner fails the file rather than blame the source. */
 static void chunk_writer_work(void *arg) {
   peer_chunk_writer_t *w = arg;
   peer_buf_t *b = w->cur;
   int rc = w->file->pf != NULL
                ? ws_store_file_pwrite(w->file->pf, b->data, b->len, b->off)
                : -EBADF;
+#ifdef WS_FAULT_INJECT
+  if (rc == 0)
+    rc = chunk_writer_fault(w->ctx);
+#endif
   if (rc != 0) {
-    w->work_status = rc;
+    w->work_status = ws_err_disk(rc);
     return;
   }
   if (w->sha != NULL && ws_sha256_update(w->sha, b->data, b->len) != 0) {
@@ -149,5 +173,5 @@ int peer_chunk_writer_verify(peer_chunk_writer_t *w) {
     if (!ws_hash_eq(&got, &file->mf.chunks[w->j]))
       return WS_EDIGEST;
   }
-  return ws_store_chunk_commit(file->pf, w->j);
+  return ws_err_disk(ws_store_chunk_commit(file->pf, w->j));
 }

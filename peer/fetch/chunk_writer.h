@@ -56,7 +56,9 @@ int peer_chunk_writer_write(peer_chunk_writer_t *w, peer_buf_t *buf,
 /* [worker] Every callback has run and the chunk's len bytes were written:
  * checks the digest (when the manifest has chunk hashes) and commits the
  * chunk (data durable, then its bit). 0, WS_EDIGEST (nothing committed),
- * WS_ETRUNCATED or a store error. */
+ * WS_ETRUNCATED or a store error. Errors of the local disk come as WS_ENOSPC
+ * or WS_EIO (ws_err_disk), here and in the write callbacks: they are the
+ * node's, not the source's. */
 int peer_chunk_writer_verify(peer_chunk_writer_t *w) WS_MUST_USE;
 /* Frees the hash state; no write may be queued. */
 void peer_chunk_writer_cleanup(peer_chunk_writer_t *w);

@@ -341,7 +341,7 @@ static void file_open_after(void *arg, int status) {
   file->pf = job->pf;
   free(job);
   if (rc != 0) {
-    peer_file_fail(file, rc, "opening partial");
+    peer_file_fail(file, ws_err_disk(rc), "opening partial");
   } else if (ws_store_file_complete(file->pf)) {
     file_complete(file);
   } else if (!file->ctx->running) {
@@ -377,6 +377,7 @@ int peer_file_create(peer_files_t *t, const ws_manifest_t *m,
   file->mf.name = strdup(f->name);
   file->mf.chunks = NULL;
   file->chunk_size = m->chunk_size;
+  file->owner = m->digest;
   file->bucket = bucket != NULL ? strdup(bucket) : NULL;
   file->key = key != NULL ? strdup(key) : NULL;
   file->chunk_state = calloc(f->nchunks + 1u, 1);
@@ -468,6 +469,10 @@ void peer_file_detach(peer_file_t *file, void *arg) {
 
 /* ---- chunks and finish ------------------------------------------------- */
 
+int peer_file_counts_for(const peer_file_t *file, const ws_hash_t *digest) {
+  return ws_hash_eq(&file->owner, digest);
+}
+
 uint32_t peer_file_chunk_len(const peer_file_t *file, uint32_t j) {
   uint64_t off = (uint64_t)j * file->chunk_size;
   uint64_t left = file->mf.size - off;
@@ -551,7 +556,7 @@ static void file_finish_after(void *arg, int status) {
     /* Stopping: the bitmap keeps the chunks; finish again after restart. */
     file_set_state(file, PEER_FILE_FETCHING);
   } else {
-    peer_file_fail(file, rc,
+    peer_file_fail(file, ws_err_disk(rc),
                    rc == WS_EDIGEST ? "whole-file sha256 mismatch"
                                     : "finishing");
   }

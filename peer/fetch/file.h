@@ -99,6 +99,10 @@ struct peer_file_s {
   uint64_t bytes_done;
   uint64_t bytes_from_s3;
   uint64_t bytes_from_peers;
+  /* Digest of the release that created the file (the first to list it):
+   * the bytes above count for that release only; every other release that
+   * shares the file reports them as shared (peer_file_counts_for). */
+  ws_hash_t owner;
   unsigned digest_retries;
   /* Another release shares this file (same sha256) with a different chunk
    * list: its chunks alone do not vouch for the blob, hash it whole. */
@@ -202,6 +206,11 @@ void peer_file_fail(peer_file_t *file, int err, const char *msg);
 const char *peer_file_state_name(peer_file_state_t s);
 
 /* ---- chunks ------------------------------------------------------------- */
+
+/* 1 when the S3 and neighbour bytes of file count for the release with
+ * this digest (the one that created it); a release sharing the file with
+ * it reports them as shared, so that fetched bytes are counted once. */
+int peer_file_counts_for(const peer_file_t *file, const ws_hash_t *digest);
 
 /* Byte length of chunk j. */
 uint32_t peer_file_chunk_len(const peer_file_t *file, uint32_t j);

@@ -118,11 +118,20 @@ void peer_inbound_fail(peer_inbound_t *in, int status, const char *msg) {
 
 /* ---- writes ------------------------------------------------------------- */
 
+/* Fails the chunk with a write error, saying which chunk and why (the file
+ * adds its name): "writing chunk 3: no space left on the cache's disk". */
+static void inbound_write_failed(peer_inbound_t *in, int status) {
+  char msg[128];
+  snprintf(msg, sizeof(msg), "writing chunk %u: %s", in->j,
+           ws_strerror(status));
+  peer_inbound_fail(in, status, msg);
+}
+
 static void inbound_written(void *arg, peer_buf_t *buf, int status) {
   peer_inbound_t *in = arg;
   peer_bufpool_t *pool = in->ctx->pool;
   if (status != 0)
-    peer_inbound_fail(in, status, "writing partial file");
+    inbound_write_failed(in, status);
   in->writes--;
   if (status == 0 && in->status == 0) {
     in->written += buf->len;
@@ -150,7 +159,7 @@ static void inbound_flush(peer_inbound_t *in) {
   }
   int rc = peer_chunk_writer_write(&in->cw, buf, in->cur_off);
   if (rc != 0) {
-    peer_inbound_fail(in, rc, "writing partial file");
+    inbound_write_failed(in, rc);
     peer_bufpool_put(pool, buf);
     return;
   }

@@ -79,7 +79,9 @@ typedef struct {
   /* Once, the outcome, after the inbound is freed: 0 (verified and
    * committed), WS_EDIGEST (nothing committed), or the first error (the
    * status given to end or fail, WS_ETRUNCATED when the input ended early,
-   * WS_ECANCELED when the partial was closed, a write or store error).
+   * WS_ECANCELED when the partial was closed, a write or store error;
+   * the local disk's errors come as WS_ENOSPC or WS_EIO, see
+   * ws_err_disk).
    * errmsg is never NULL ("" when there is nothing to add), borrowed for the
    * call. */
   void (*done)(void *arg, int status, const char *errmsg);

@@ -247,6 +247,13 @@ static void rel_prefetch_digest(peer_releases_t *t, const ws_hash_t *digest) {
   peer_rel_resolve_start(rel);
 }
 
+void peer_releases_stalled_out(peer_releases_t *t, const ws_hash_t *digest,
+                               int err, const char *msg) {
+  peer_release_t *rel = peer_release_find(t, digest);
+  if (rel != NULL && rel->state == PEER_REL_FETCHING)
+    peer_rel_fail(rel, err, msg); /* the prefetch job ends with it */
+}
+
 void peer_releases_want(peer_releases_t *t, const char *uri,
                         const ws_hash_t *digest) {
   const char *why;

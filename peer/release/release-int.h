@@ -48,6 +48,7 @@ struct peer_release_s {
   uint64_t chunks_done;
   uint64_t bytes_from_s3;
   uint64_t bytes_from_peers;
+  uint64_t bytes_shared; /* of files another release fetched (counts once) */
   int pinned;
   ws_cache_hold_t holds[WS_CACHE_HOLDS_MAX]; /* copy of the ledger's (hold.c) */
   uint32_t nholds;
@@ -141,6 +142,7 @@ int peer_hf_prune_locked(const char *root, const char *view);
 
 typedef struct {
   uint64_t bytes_done, chunks_done, from_s3, from_peers;
+  uint64_t shared; /* fetched by another release sharing the files */
 } peer_rel_progress_t;
 
 /* Live counters (summed over the files) or the final ones once terminal. */

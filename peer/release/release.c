@@ -218,6 +218,7 @@ static void rel_snapshot(peer_release_t *rel) {
   rel->chunks_done = p.chunks_done;
   rel->bytes_from_s3 = p.from_s3;
   rel->bytes_from_peers = p.from_peers;
+  rel->bytes_shared = p.shared;
   rel->finished_unix_ms = peer_now_unix_ms();
   rel->t1_ns = uv_hrtime();
 }
@@ -310,7 +311,12 @@ static void rel_abort_work(void *arg) {
   rel_job_t *job = arg;
   peer_release_t *rel = job->rel;
   ws_store_t *st = rel->t->ctx->store;
-  ws_store_release_abort(st, &rel->digest);
+  /* The disk is full or failing: give back what the release holds there
+   * (partials and blobs no other release lists). */
+  if (ws_err_is_disk(rel->err))
+    ws_store_release_discard(st, &rel->digest);
+  else
+    ws_store_release_abort(st, &rel->digest);
   peer_job_record_remove(ws_store_root(st), &rel->digest);
 }
 
@@ -447,9 +453,10 @@ static void rel_begin_after(void *arg, int status) {
   int rc = status != 0 ? status : job->status;
   /* The reservation may have evicted releases, even when it failed. */
   peer_releases_hf_prune(rel->t);
+  rc = ws_err_disk(rc);
   if (rc != 0)
     peer_rel_fail(rel, rc,
-                  rc == WS_ENOSPACE || rc == -ENOSPC
+                  rc == WS_ENOSPACE || rc == WS_ENOSPC
                       ? "not enough cache space for the release"
                       : "reserving space");
   else if (rel->t->ctx->running)

@@ -89,6 +89,11 @@ int peer_release_prefetch(peer_releases_t *t, const char *uri,
  * prefetched by URI, or by digest (manifest from neighbours). */
 void peer_releases_want(peer_releases_t *t, const char *uri,
                         const ws_hash_t *digest);
+/* The swarm's stalled_out hook (peer_swarm_hooks_t): the FETCHING release
+ * digest had no byte from any source for --stall-fail; it fails with err
+ * and msg (docs/operations.md, "Liveness contract"). */
+void peer_releases_stalled_out(peer_releases_t *t, const ws_hash_t *digest,
+                               int err, const char *msg);
 /* Restarts a job from its record after a restart (job_record.h). */
 void peer_releases_resume(peer_releases_t *t, const char *uri,
                           const ws_hash_t *digest);

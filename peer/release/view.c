@@ -68,6 +68,7 @@ void peer_rel_progress(const peer_release_t *rel, peer_rel_progress_t *p) {
     p->chunks_done = rel->chunks_done;
     p->from_s3 = rel->bytes_from_s3;
     p->from_peers = rel->bytes_from_peers;
+    p->shared = rel->bytes_shared;
     return;
   }
   for (uint32_t k = 0; k < rel->nfiles; k++) {
@@ -81,8 +82,14 @@ void peer_rel_progress(const peer_release_t *rel, peer_rel_progress_t *p) {
       p->bytes_done += f->bytes_done;
       p->chunks_done += f->chunks_done;
     }
-    p->from_s3 += f->bytes_from_s3;
-    p->from_peers += f->bytes_from_peers;
+    /* A file shared with another release counts where it was fetched:
+     * here only if this release created it, else as shared. */
+    if (peer_file_counts_for(f, &rel->digest)) {
+      p->from_s3 += f->bytes_from_s3;
+      p->from_peers += f->bytes_from_peers;
+    } else {
+      p->shared += f->bytes_from_s3 + f->bytes_from_peers;
+    }
   }
 }
 
@@ -130,9 +137,16 @@ cJSON *peer_release_json(const peer_release_t *rel) {
   cJSON_AddNumberToObject(o, "bytes_done", (double)p.bytes_done);
   cJSON_AddNumberToObject(o, "bytes_from_s3", (double)p.from_s3);
   cJSON_AddNumberToObject(o, "bytes_from_peers", (double)p.from_peers);
+  cJSON_AddNumberToObject(o, "bytes_shared", (double)p.shared);
   cJSON_AddNumberToObject(o, "chunks_total", (double)rel->chunks_total);
   cJSON_AddNumberToObject(o, "chunks_done", (double)p.chunks_done);
   cJSON_AddBoolToObject(o, "pinned", rel->pinned);
+  /* Liveness: no byte from any source for --stall-timeout (swarm). */
+  uint64_t stalled = rel->state == PEER_REL_FETCHING && rel->t->swarm != NULL
+                         ? peer_swarm_rel_stalled(rel->t->swarm, &rel->digest)
+                         : 0;
+  cJSON_AddBoolToObject(o, "stalled", stalled != 0);
+  cJSON_AddNumberToObject(o, "stalled_s", (double)stalled / 1000.0);
   peer_rel_holds_json(rel, o);
   if (rel->state == PEER_REL_FAILED) {
     cJSON *e = cJSON_AddObjectToObject(o, "error");

@@ -34,9 +34,13 @@ static void download_wake(void *arg) {
 }
 
 /* Reports the outcome to the file and frees dl. WS_EDIGEST bans the sender
- * first; it is counted by the file (retries); anything else from the
- * network side just gives the chunk back. */
-static void download_report(peer_download_t *dl, int status) {
+ * first; it is counted by the file (retries). A local disk error
+ * (WS_ENOSPC, WS_EIO) is ours, not the sender's: it goes to the file as is
+ * and fails it (and the releases waiting for it) instead of sending the
+ * chunk round the neighbours for ever. Anything else from the network
+ * side just gives the chunk back. */
+static void download_report(peer_download_t *dl, int status,
+                            const char *errmsg) {
   peer_downloads_t *dls = dl->dls;
   peer_file_t *file = dl->file;
   uint32_t j = dl->j;
@@ -52,9 +56,12 @@ static void download_report(peer_download_t *dl, int status) {
   assert(dls->alive > 0);
   dls->alive--;
   free(dl);
-  peer_file_chunk_done(
-      file, j, PEER_SRC_PEER,
-      status == 0 || status == WS_EDIGEST ? status : WS_ECANCELED, NULL);
+  peer_file_chunk_done(file, j, PEER_SRC_PEER,
+                       status == 0 || status == WS_EDIGEST ||
+                               ws_err_is_disk(status)
+                           ? status
+                           : WS_ECANCELED,
+                       errmsg);
   peer_file_unref(file);
   dls->reported(dls->arg);
 }
@@ -62,14 +69,15 @@ static void download_report(peer_download_t *dl, int status) {
 static void download_done(void *arg, int status, const char *errmsg) {
   peer_download_t *dl = arg;
   dl->in = NULL;
-  /* Failures of the payload itself were the connection's to log; a store
-   * or verify error is worth a line here. */
+  /* Failures of the payload itself were the connection's to log, a disk
+   * error is the file's; a store or verify error is worth a line here. */
   if (status != 0 && status != WS_EDIGEST && status != WS_ECANCELED &&
-      status != WS_ETRUNCATED && status != dl->end_status)
+      status != WS_ETRUNCATED && status != dl->end_status &&
+      !ws_err_is_disk(status))
     WS_LOGW("chunk %u of %s from %s: %s%s%s", dl->j, dl->file->mf.name,
             dl->node_id, ws_strerror(status), errmsg[0] != '\0' ? ": " : "",
             errmsg);
-  download_report(dl, status);
+  download_report(dl, status, errmsg);
 }
 
 peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
@@ -110,7 +118,10 @@ int peer_download_reserve(peer_download_t *dl) {
 }
 
 int peer_download_data(peer_download_t *dl, const uint8_t *p, size_t len) {
-  return peer_inbound_data(dl->in, p, len);
+  int rc = peer_inbound_data(dl->in, p, len);
+  /* Our disk failed, not the link: the rest of the payload is read and
+   * dropped, and the connection stays up for the other releases. */
+  return ws_err_is_disk(rc) ? 0 : rc;
 }
 
 void peer_download_end(peer_download_t *dl, int status) {

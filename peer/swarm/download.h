@@ -7,9 +7,11 @@
  *
  * Outcome, reported to the file as peer_file_chunk_done(PEER_SRC_PEER):
  * verified -> 0; hash mismatch -> the sender is banned and the chunk goes
- * back (WS_EDIGEST, counted by the file); anything else from the network
- * side (connection lost, short payload, write error) -> WS_ECANCELED, the
- * chunk is fetched again. Whole-file manifests (no chunk hashes) commit
+ * back (WS_EDIGEST, counted by the file); a local disk error (WS_ENOSPC,
+ * WS_EIO) -> as is: the file fails, and with it the releases that wait for
+ * it (the sender is not to blame); anything else from the network side
+ * (connection lost, short payload) -> WS_ECANCELED, the chunk is fetched
+ * again. Whole-file manifests (no chunk hashes) commit
  * unchecked: the file's sha256 decides at the end.
  *
  * Back-pressure: a piece is always taken whole (wire_conn hands it out
@@ -62,7 +64,9 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
 int peer_download_reserve(peer_download_t *dl);
 /* Takes a payload piece (all of it): 0, PEER_INBOUND_PAUSE (pause reading
  * until wake: no room for the next piece), or an error (the download
- * failed; the connection should close, and the download still be ended). */
+ * failed; the connection should close, and the download still be ended).
+ * After a local disk error pieces are dropped and 0 returned: the link is
+ * fine. */
 int peer_download_data(peer_download_t *dl, const uint8_t *p,
                        size_t len) WS_MUST_USE;
 /* The payload ended (status 0) or the connection dropped (status < 0): the

@@ -64,6 +64,7 @@ typedef struct {
   bool mani_refused;  /* it could not give us the manifest */
   bool live_ok;       /* its BITFIELD said "live": HAVE "p", CHUNK pieces */
   bool mux_ok;        /* ... and "mux": pieces of several chunks interleaved */
+  uint64_t active_ms; /* its last BITFIELD or HAVE (origin_share.h) */
   uint32_t live[PEER_LIVE_MAX]; /* chunks it said (HAVE "p") are arriving */
   uint32_t nlive, live_next;    /* entries; the slot a new one replaces */
   struct {
@@ -121,7 +122,8 @@ struct peer_neighbor_s {
   char expect[WS_NODE_ID_MAX + 1]; /* node id the tracker gave, or "" */
   char node_id[WS_NODE_ID_MAX + 1];
   char host[64];
-  uint16_t port; /* its listen port (HELLO), 0 = none */
+  uint16_t port;      /* its listen port (HELLO), 0 = none */
+  uint64_t share_key; /* its rendezvous key (origin_share.h), once ready */
   peer_neighbor_rel_t rels[PEER_NBR_RELEASES_MAX];
   uint32_t nrels;
   peer_request_t reqs[PEER_PIPELINE_DEPTH];

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "swarm/neighbor_conn.h"
+#include "swarm/origin_share.h"
 #include "ws_log.h"
 
 /* ---- chunks in pieces --------------------------------------------------- */
@@ -91,6 +92,7 @@ static void conn_on_bitfield(peer_neighbor_t *n, const ws_bitfield_msg_t *b) {
     return; /* over the cap: this neighbour is not a source for it */
   if (peer_neighbor_rel_set(n, r, b) != 0)
     return;
+  r->active_ms = uv_now(set->ctx->loop);
   if (rel != NULL && rel->state != PEER_SWARM_REL_RESOLVING) {
     bool sent = r->sent_ours;
     swarm_rel_send_bitfield(rel, n);
@@ -109,6 +111,7 @@ static void conn_on_have(peer_neighbor_t *n, const ws_have_t *h) {
   if (r == NULL || r->have.nbits == 0 || h->chunk >= r->have.nbits)
     return;
   peer_neighbor_rel_have(r, h);
+  r->active_ms = uv_now(n->set->ctx->loop);
   if (n->nreqs < PEER_PIPELINE_DEPTH)
     peer_picker_fill(n->set->picker, n);
 }
@@ -433,6 +436,7 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
   snprintf(n->node_id, sizeof(n->node_id), "%s", p->node_id);
   snprintf(n->host, sizeof(n->host), "%s", p->addr);
   n->port = p->listen_port;
+  n->share_key = peer_share_key(n->node_id);
   if (strcmp(n->node_id, cfg->node_id) == 0 || set->stopping) {
     conn_refuse(n, -1);
     return;

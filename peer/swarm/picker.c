@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "swarm/origin_share.h"
 #include "swarm/picker.h"
 #include "ws_log.h"
 
@@ -19,6 +20,7 @@ void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
   p->origin = origin;
   p->tracker = tracker;
   p->rng = uv_hrtime() | 1u;
+  p->self_key = peer_share_key(ctx->cfg->node_id);
 }
 
 static uint64_t picker_rand(peer_picker_t *p) {
@@ -186,16 +188,20 @@ void peer_picker_fill_all(peer_picker_t *p) {
 /* ---- origin ------------------------------------------------------------- */
 
 /* The file and chunk of global chunk g of rel when it may be fetched now:
- * FETCHING file, chunk MISSING, no neighbour holding it. */
+ * FETCHING file, chunk MISSING, and, if claims count, no neighbour holding
+ * it. Claims stop counting once rel has stalled (swarm_stall.c): a
+ * neighbour that lists a chunk and never serves it must not keep the
+ * tracker's lease, or S3 last, from fetching it. */
 static peer_file_t *picker_origin_ok(peer_picker_t *p, peer_swarm_rel_t *rel,
-                                     uint32_t g, uint32_t *j) {
+                                     uint32_t g, uint32_t *j,
+                                     bool trust_claims) {
   if (g >= rel->total || ws_bitfield_test(&rel->have, g))
     return NULL;
   peer_file_t *f = swarm_rel_file_of(rel, g, j);
   if (f == NULL || f->state != PEER_FILE_FETCHING || f->bucket == NULL ||
       f->chunk_state[*j] != PEER_CHUNK_MISSING)
     return NULL;
-  if (picker_avail(p, rel, g) > 0)
+  if (trust_claims && picker_avail(p, rel, g) > 0)
     return NULL; /* a neighbour has it: the picker asks it */
   return f;
 }
@@ -223,7 +229,7 @@ static peer_file_t *picker_origin_leased(peer_picker_t *p,
       rel->leases[i] = rel->leases[--rel->nleases];
       continue;
     }
-    peer_file_t *f = picker_origin_ok(p, rel, l->chunk, j);
+    peer_file_t *f = picker_origin_ok(p, rel, l->chunk, j, !rel->stall_seen);
     i++;
     if (f != NULL)
       return f;
@@ -231,18 +237,79 @@ static peer_file_t *picker_origin_leased(peer_picker_t *p,
   return NULL;
 }
 
+bool peer_picker_tracker_down(const peer_picker_t *p,
+                              const peer_swarm_rel_t *rel, uint64_t now,
+                              uint64_t *since_ms) {
+  const peer_tracker_state_t *t = p->tracker;
+  uint64_t since = t->down_ms;
+  bool down = !t->up;
+  (void)now;
+  if (!t->configured)
+    return false;
+  if (t->trackers != NULL)
+    down = peer_trackers_down_since(t->trackers, rel->digest.b, &since) != 0;
+  if (since_ms != NULL)
+    *since_ms = since;
+  return down;
+}
+
 /* Whether the origin may fetch chunks of rel that nobody leased to us: no
  * tracker configured, or rel's tracker down for PEER_TRACKER_FALLBACK_MS. */
 static bool picker_fallback(const peer_picker_t *p, const peer_swarm_rel_t *rel,
                             uint64_t now) {
-  const peer_tracker_state_t *t = p->tracker;
-  uint64_t since = t->down_ms;
-  bool down = !t->up;
-  if (!t->configured)
-    return true;
-  if (t->trackers != NULL)
-    down = peer_trackers_down_since(t->trackers, rel->digest.b, &since) != 0;
-  return down && now - since >= PEER_TRACKER_FALLBACK_MS;
+  uint64_t since = 0;
+  if (!p->tracker->configured || swarm_rel_stall_fallback(rel, now))
+    return true; /* no tracker; or stalled for long (swarm_stall.c) */
+  return peer_picker_tracker_down(p, rel, now, &since) &&
+         now - since >= PEER_TRACKER_FALLBACK_MS;
+}
+
+/* The keys of the neighbours that share rel's S3 reads with us (they fetch
+ * or hold it and said something about it within PEER_SHARE_STALL_MS) into
+ * keys[0..max); returns how many, or -1 while rel is in its grace (just
+ * began fetching, other nodes known: they may not have found it yet). */
+static int picker_share_set(const peer_picker_t *p, const peer_swarm_rel_t *rel,
+                            uint64_t now, uint64_t *keys, uint32_t max) {
+  uint32_t n = 0;
+  if ((p->ctx->counters.nodes_known > 0 || p->nbrs->nready > 0) &&
+      now - rel->fetching_ms < PEER_SHARE_GRACE_MS)
+    return -1;
+  for (peer_neighbor_t *nb = p->nbrs->head; nb != NULL && n < max;
+       nb = nb->next) {
+    const peer_neighbor_rel_t *r;
+    if (nb->state != PEER_NEIGHBOR_READY ||
+        (r = peer_neighbor_rel_find(nb, rel->digest.b)) == NULL ||
+        r->have.nbits != rel->total || now - r->active_ms > PEER_SHARE_STALL_MS)
+      continue;
+    keys[n++] = nb->share_key;
+  }
+  return (int)n;
+}
+
+/* A chunk of rel the origin may fetch with its tracker down: one no
+ * neighbour has whose rendezvous winner (origin_share.h) is us. Stalled
+ * for twice the stall time (S3 last), any chunk we lack: neighbours that
+ * list chunks have delivered nothing for that long. */
+static peer_file_t *picker_origin_shared(peer_picker_t *p,
+                                         peer_swarm_rel_t *rel, uint64_t now,
+                                         uint32_t *j) {
+  uint64_t keys[PEER_MAX_NEIGHBORS_MAX];
+  bool s3_last = swarm_rel_stall_fallback(rel, now);
+  int nk =
+      s3_last ? 0 : picker_share_set(p, rel, now, keys, PEER_MAX_NEIGHBORS_MAX);
+  if (nk < 0)
+    return NULL;
+  for (uint32_t g = 0; g < rel->total; g++) {
+    if (ws_bitfield_test(&rel->have, g))
+      continue;
+    if (nk > 0 &&
+        !peer_share_mine(rel->digest.b, g, p->self_key, keys, (uint32_t)nk))
+      continue; /* its winner reads it; taken over if the winner goes */
+    peer_file_t *f = picker_origin_ok(p, rel, g, j, !s3_last);
+    if (f != NULL)
+      return f;
+  }
+  return NULL;
 }
 
 int peer_picker_origin_next(void *arg, peer_file_t **out, uint32_t *jout) {
@@ -265,8 +332,7 @@ int peer_picker_origin_next(void *arg, peer_file_t **out, uint32_t *jout) {
        rel = rel->next) {
     if (rel->state != PEER_SWARM_REL_FETCHING || !picker_fallback(p, rel, now))
       continue;
-    for (uint32_t g = 0; g < rel->total && f == NULL; g++)
-      f = picker_origin_ok(p, rel, g, &j);
+    f = picker_origin_shared(p, rel, now, &j);
   }
   if (f == NULL)
     return 0;

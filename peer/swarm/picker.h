@@ -24,8 +24,16 @@
  * at most the tracker's "streams" of them at full rate (a spare starts as
  * one of those nears its end, origin.c); if the release's tracker has
  * been unreachable for PEER_TRACKER_FALLBACK_MS (its link down and no other
- * tracker to move to, trackers.h; or none is configured) any chunk no
- * neighbour has.
+ * tracker to move to, trackers.h; or none is configured) the chunks no
+ * neighbour has that we win by rendezvous hashing (origin_share.h) over
+ * ourselves and the neighbours that fetch or hold the release and spoke of
+ * it within PEER_SHARE_STALL_MS: the nodes that find each other while the
+ * tracker is down (addrbook.h) read each chunk from S3 about once. The
+ * others come from their winner once it says HAVE "p"; a winner that goes
+ * or falls silent leaves the set and its chunks fall to the next. For
+ * PEER_SHARE_GRACE_MS after the release began fetching (other nodes known)
+ * nothing is read, so the neighbours can announce it first. Alone, a node
+ * wins every chunk.
  *
  * Owns: its random state only. Borrows: the context, the neighbours, the
  * records, the origin and the tracker state (all the swarm's).
@@ -59,7 +67,8 @@ typedef struct peer_picker_s {
   peer_swarm_rels_t *rels;
   peer_origin_t *origin;
   const peer_tracker_state_t *tracker;
-  uint64_t rng; /* tie-breaks (xorshift64), never 0 */
+  uint64_t rng;      /* tie-breaks (xorshift64), never 0 */
+  uint64_t self_key; /* our rendezvous key (origin_share.h) */
   bool stopping;
 } peer_picker_t;
 
@@ -75,5 +84,10 @@ void peer_picker_fill_all(peer_picker_t *p);
  * new reference) and *j taken INFLIGHT, or 0 when the origin may fetch
  * nothing now. */
 int peer_picker_origin_next(void *p, peer_file_t **file, uint32_t *j);
+/* true while a tracker is configured and rel's is down (*since_ms, may be
+ * NULL: since when); false with no tracker at all. */
+bool peer_picker_tracker_down(const peer_picker_t *p,
+                              const peer_swarm_rel_t *rel, uint64_t now,
+                              uint64_t *since_ms);
 
 #endif

@@ -14,7 +14,9 @@
  * voids a release's leases when its tracker's link drops or the release
  * moves to another tracker (trackers.h). After PEER_TRACKER_FALLBACK_MS
  * with the link of a release's tracker down (and no other to move to) the
- * origin falls back to fetching whatever no neighbour has.
+ * origin falls back to fetching whatever no neighbour has. The tick also
+ * checks each release's liveness (swarm_stall.c) and fails, through
+ * hooks.stalled_out, one that had no byte from anyone for --stall-fail.
  *
  * Owns: the listener handle, the tick timer, the tracker links, and the
  * modules embedded below (neighbours, records, picker, uploads, downloads,
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "swarm/addrbook.h"
 #include "swarm/bans.h"
 #include "swarm/download.h"
 #include "swarm/neighbor.h"
@@ -50,6 +53,7 @@ struct peer_swarm_s {
   peer_trackers_t *tl; /* NULL without --tracker */
   peer_tracker_state_t tracker;
   peer_bans_t bans;
+  peer_addrbook_t book; /* nodes to dial while a tracker is down */
   peer_neighbors_t nbrs;
   peer_swarm_rels_t rels;
   peer_picker_t picker;
@@ -175,6 +179,11 @@ static void swarm_on_wanted(void *arg, const uint8_t *digest, const char *uri) {
   s->hooks.want(s->hooks.arg, uri, &h);
 }
 
+static void swarm_on_nodes(void *arg, const ws_peer_info_t *nodes, uint32_t n) {
+  peer_swarm_t *s = arg;
+  peer_addrbook_learn(&s->book, nodes, n, uv_now(s->ctx->loop));
+}
+
 static void swarm_on_report(void *arg, const uint8_t *digest,
                             ws_announce_t *a) {
   peer_swarm_t *s = arg;
@@ -213,6 +222,23 @@ static void swarm_on_leases_lost(void *arg, const uint8_t *digest) {
 
 /* ---- tick --------------------------------------------------------------- */
 
+/* Liveness of the FETCHING releases (swarm_stall.c). One release past
+ * --stall-fail is failed per tick: failing it frees its record. */
+static void swarm_stall_tick(peer_swarm_t *s, uint64_t now) {
+  char why[WS_ERRMSG_MAX + 1];
+  for (peer_swarm_rel_t *rel = s->rels.head; rel != NULL; rel = rel->next) {
+    if (!swarm_rel_stall_check(rel, now, why, sizeof(why)))
+      continue;
+    ws_hash_t d = rel->digest;
+    char ds[WS_DIGEST_STR_LEN + 1];
+    ws_digest_to_str(&d, ds);
+    WS_LOGE("release %s: %s", ds, why);
+    if (s->hooks.stalled_out != NULL)
+      s->hooks.stalled_out(s->hooks.arg, &d, WS_ETIMEOUT, why);
+    return;
+  }
+}
+
 static void swarm_tick(uv_timer_t *t) {
   peer_swarm_t *s = t->data;
   uint64_t now = uv_now(s->ctx->loop);
@@ -231,6 +257,9 @@ static void swarm_tick(uv_timer_t *t) {
       swarm_rel_leases_renew(rel);
     swarm_rel_manifest_try(rel, now); /* may free rel */
   }
+  /* A release's tracker down: dial the nodes it named (addrbook.h). */
+  (void)peer_addrbook_tick(&s->book, now);
+  swarm_stall_tick(s, now);
   /* Busy neighbours become askable again; fallback may have begun. */
   peer_picker_fill_all(&s->picker);
   peer_origin_kick(s->origin);
@@ -324,6 +353,7 @@ static int swarm_tracker_start(peer_swarm_t *s) {
       .on_peers = swarm_on_peers,
       .on_leases = swarm_on_leases,
       .on_wanted = swarm_on_wanted,
+      .on_nodes = swarm_on_nodes,
       .on_link = swarm_on_link,
       .on_leases_lost = swarm_on_leases_lost,
       .on_report = swarm_on_report,
@@ -363,6 +393,7 @@ static void swarm_wire(peer_swarm_t *s) {
   peer_uploads_init(&s->uploads, ctx, &s->rels, s->origin);
   peer_neighbors_init(&s->nbrs, ctx, &s->bans, &s->rels, &s->picker,
                       &s->uploads, &s->downloads);
+  peer_addrbook_init(&s->book, ctx, &s->nbrs, &s->bans, &s->rels, &s->picker);
   s->fetch_events = (peer_fetch_listener_t){
       .arg = s,
       .kick = swarm_kick,
@@ -473,6 +504,14 @@ void peer_swarm_stats(const peer_swarm_t *s, peer_swarm_stats_t *out) {
   out->uploads = s->uploads.uploads;
   out->bans = peer_bans_count(&s->bans, uv_now(s->ctx->loop));
   out->tracker_up = s->tracker.up;
+  uint64_t now = uv_now(s->ctx->loop);
+  for (const peer_swarm_rel_t *r = s->rels.head; r != NULL; r = r->next)
+    out->stalled += swarm_rel_stalled_for(r, now) != 0;
+}
+
+uint64_t peer_swarm_rel_stalled(peer_swarm_t *s, const ws_hash_t *digest) {
+  const peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest->b);
+  return rel == NULL ? 0 : swarm_rel_stalled_for(rel, uv_now(s->ctx->loop));
 }
 
 /* ---- releases ----------------------------------------------------------- */
@@ -511,4 +550,9 @@ void peer_swarm_seed_ready(peer_swarm_t *s, const ws_hash_t *digest) {
 void peer_swarm_add_ready(peer_swarm_t *s, ws_manifest_t *m, char *bytes,
                           size_t len) {
   swarm_rel_add_ready(&s->rels, m, bytes, len);
+}
+
+void peer_swarm_running(peer_swarm_t *s) {
+  if (s->tl != NULL)
+    peer_trackers_presence_now(s->tl);
 }

@@ -45,6 +45,11 @@ typedef struct {
    * release layer decides whether to start it (already known, failed
    * recently, ...). Called only while ctx->running. May be NULL. */
   void (*want)(void *arg, const char *uri, const ws_hash_t *digest);
+  /* A FETCHING release had no byte from any source, S3 included, for
+   * --stall-fail (swarm_stall.c): the release layer fails it with err and
+   * msg (borrowed for the call). May be NULL. */
+  void (*stalled_out)(void *arg, const ws_hash_t *digest, int err,
+                      const char *msg);
 } peer_swarm_hooks_t;
 
 /* Creates the swarm from ctx->cfg: binds the listener (--listen) and
@@ -103,6 +108,9 @@ void peer_swarm_rel_gone(peer_swarm_t *s, const ws_hash_t *digest);
  * from the cache on a worker and the release seeded. No-op when the digest
  * has a record already. */
 void peer_swarm_seed_ready(peer_swarm_t *s, const ws_hash_t *digest);
+/* The daemon is running (its cache is open): the trackers are asked for
+ * the wanted set now (peer_trackers_presence_now). */
+void peer_swarm_running(peer_swarm_t *s);
 /* Published at startup: takes m and bytes. */
 void peer_swarm_add_ready(peer_swarm_t *s, ws_manifest_t *m, char *bytes,
                           size_t len);
@@ -115,7 +123,11 @@ typedef struct {
   uint32_t uploads;   /* chunks being served now */
   uint32_t bans;
   int tracker_up;
+  uint32_t stalled; /* FETCHING releases stalled now (swarm_stall.c) */
 } peer_swarm_stats_t;
 void peer_swarm_stats(const peer_swarm_t *s, peer_swarm_stats_t *out);
+/* Milliseconds the FETCHING release digest has been stalled (no byte from
+ * any source for --stall-timeout); 0 when it is not, or not known. */
+uint64_t peer_swarm_rel_stalled(peer_swarm_t *s, const ws_hash_t *digest);
 
 #endif

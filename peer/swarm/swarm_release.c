@@ -78,6 +78,7 @@ void swarm_rel_free(peer_swarm_rel_t *rel) {
     swarm_rel_tracker_rc("untrack",
                          peer_trackers_untrack(t->tl, rel->digest.b));
   ws_bitfield_free(&rel->have);
+  free(rel->uri);
   if (rel->state == PEER_SWARM_REL_READY) {
     ws_manifest_free(rel->m);
     free(rel->mbytes);
@@ -281,10 +282,13 @@ int swarm_rel_fetching(peer_swarm_rels_t *t, const ws_hash_t *digest,
   rel->files = files;
   rel->nfiles = nfiles;
   rel->has_uri = uri != NULL;
+  free(rel->uri); /* a stall re-announces with it (swarm_stall.c) */
+  rel->uri = uri != NULL ? strdup(uri) : NULL;
   rel->mdone = true;
   rel->masked = NULL;
   rel->mcb = NULL;
   swarm_rel_set_state(rel, PEER_SWARM_REL_FETCHING);
+  rel->fetching_ms = uv_now(t->ctx->loop);
   /* Files complete already (shared with a release in the cache). */
   for (uint32_t k = 0; k < nfiles; k++) {
     peer_file_t *f = files[k];
@@ -316,7 +320,9 @@ void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
   for (peer_neighbor_t *n = t->nbrs->head; n != NULL; n = n->next)
     peer_requests_forget_rel(n, rel);
   for (uint32_t k = 0; k < rel->nfiles; k++) { /* the tracker's report */
-    if (rel->files[k] != NULL) {
+    /* A shared file's bytes count for the release that fetched it. */
+    if (rel->files[k] != NULL &&
+        peer_file_counts_for(rel->files[k], &rel->digest)) {
       rel->rep_s3 += rel->files[k]->bytes_from_s3;
       rel->rep_peers += rel->files[k]->bytes_from_peers;
     }
@@ -525,9 +531,10 @@ int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
 
 void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
                        ws_announce_t *a) {
-  const peer_swarm_rel_t *rel = swarm_rel_find(t, digest);
+  peer_swarm_rel_t *rel = swarm_rel_find(t, digest);
   if (rel == NULL || rel->m == NULL)
     return;
+  swarm_rel_stall_report(rel, a);
   a->size_bytes = rel->m->total_size;
   a->s3_bytes = rel->rep_s3;
   a->peer_bytes = rel->rep_peers;
@@ -535,8 +542,10 @@ void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
     const peer_file_t *f = rel->files[k];
     if (f == NULL)
       continue;
-    a->s3_bytes += f->bytes_from_s3;
-    a->peer_bytes += f->bytes_from_peers;
+    if (peer_file_counts_for(f, &rel->digest)) {
+      a->s3_bytes += f->bytes_from_s3;
+      a->peer_bytes += f->bytes_from_peers;
+    }
     if (f->state == PEER_FILE_FAILED && a->err[0] == '\0')
       snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
                f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err));

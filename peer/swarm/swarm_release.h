@@ -78,12 +78,22 @@ struct peer_swarm_rel_s {
   peer_lease_t leases[PEER_LEASES_MAX];
   uint32_t nleases;
   uint32_t streams;           /* leases to fetch at once (tracker's); 0: all */
+  uint64_t fetching_ms;       /* FETCHING since (loop time; picker.h grace) */
   uint64_t mwait_since_ms;    /* RESOLVING: waiting for a holder since */
   peer_neighbor_t *masked;    /* RESOLVING: neighbour asked (weak) */
   uint64_t mask_ms;           /* RESOLVING: when masked was asked */
   bool mdone;                 /* RESOLVING: the asker has its answer */
   peer_swarm_manifest_fn mcb; /* RESOLVING: the asker */
   void *marg;
+  char *uri; /* FETCHING: where the release reads from S3 (owned), or NULL */
+  /* Liveness (swarm_stall.c), FETCHING only; loop times. */
+  uint64_t prog_ms;    /* last byte progress (or the start) */
+  uint64_t prog_bytes; /* bytes counted then (verified + arriving) */
+  uint64_t prog_peer;  /* of which verified from neighbours */
+  uint64_t stalled_ms; /* stalled since; 0: not stalled */
+  bool stall_s3;       /* stalled for 2 x the stall time: S3 itself */
+  bool stall_seen;     /* stalled once: keep naming unreachable chunks */
+  uint32_t stuck[PEER_STALL_REPORT_MAX]; /* named to the tracker */
 };
 
 struct peer_swarm_rels_s {
@@ -130,7 +140,8 @@ void swarm_rel_ready(peer_swarm_rels_t *t, const ws_hash_t *digest,
 void swarm_rel_gone(peer_swarm_rels_t *t, const ws_hash_t *digest);
 /* Fills a's progress report for digest (release bytes, bytes from S3 and
  * from neighbours, a failed file's error): summed over the files while
- * FETCHING, the totals kept at READY after. No record: a is unchanged. */
+ * FETCHING, the totals kept at READY after; while stalled, the stuck
+ * chunks (swarm_rel_stall_report). No record: a is unchanged. */
 void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
                        ws_announce_t *a);
 /* Published already (startup, seed import): takes m and bytes. */
@@ -191,6 +202,26 @@ void swarm_rel_leases_add(peer_swarm_rel_t *rel, const uint32_t *chunks,
                           uint32_t n, uint32_t ttl_ms);
 /* LEASE_RENEW of the leases still to fetch. */
 void swarm_rel_leases_renew(peer_swarm_rel_t *rel);
+
+/* ---- liveness (swarm_stall.c) -------------------------------------------- */
+
+/* Checks rel's byte progress at now (the tick): a FETCHING release with
+ * chunks missing and no byte from any source for the stall time becomes
+ * stalled (log line, counter, re-announced to the tracker with its stuck
+ * chunks); any byte ends it. Returns 1 with why written when it has had no
+ * byte for the fail time: the caller fails the release. */
+int swarm_rel_stall_check(peer_swarm_rel_t *rel, uint64_t now, char *why,
+                          size_t len);
+/* Whether rel has been stalled for twice the stall time: its origin
+ * fetches whatever no neighbour has, as with the tracker down. Stays so
+ * until a neighbour delivers a chunk again. */
+bool swarm_rel_stall_fallback(const peer_swarm_rel_t *rel, uint64_t now);
+/* Milliseconds rel has been stalled at now; 0 when it is not. */
+uint64_t swarm_rel_stalled_for(const peer_swarm_rel_t *rel, uint64_t now);
+/* Stalled: a's "st" names up to PEER_STALL_REPORT_MAX missing chunks of
+ * rel that no lease of ours covers; after the stall, until READY, those of
+ * them no neighbour lists (kept in rel->stuck for the send). */
+void swarm_rel_stall_report(peer_swarm_rel_t *rel, ws_announce_t *a);
 
 /* ---- what we can upload -------------------------------------------------- */
 

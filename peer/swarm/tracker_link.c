@@ -23,7 +23,7 @@
  * backoff_min_ms to backoff_max_ms, reset by a completed handshake, so a
  * restarted tracker is not hit by every node at the same instant.
  */
-#include "swarm/tracker_link.h"
+#include "swarm/tracker_link-int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -34,14 +34,6 @@
 #include <sodium.h>
 
 #include "ws_log.h"
-
-typedef enum {
-  TC_CONNECTING,
-  TC_READY,
-  TC_BACKOFF,
-  TC_CLOSING,
-  TC_STATE_LAST
-} tc_state_t;
 
 static const char *const k_state_name[TC_STATE_LAST] = {"connecting", "ready",
                                                         "backoff", "closing"};
@@ -54,37 +46,7 @@ static const unsigned k_legal[TC_STATE_LAST] = {
     [TC_CLOSING] = 0,
 };
 
-typedef struct {
-  uint8_t digest[WS_PROTO_DIGEST_LEN];
-  uint32_t total;
-  ws_bitfield_t have; /* nbits == total when total > 0 */
-  uint32_t *delta;    /* chunks gained since the last announce */
-  uint32_t n_delta, cap_delta;
-  bool full;    /* next announce carries the whole bitfield */
-  bool due_now; /* announce at the next flush */
-  char *uri;    /* owned or NULL */
-  uint8_t role; /* ws_swarm_role_t */
-  bool want;
-  uint8_t event; /* ws_ann_event_t of the next announce */
-  uint32_t interval_ms;
-  uint64_t next_ms;
-} tc_rel_t;
-
-struct peer_tracker_link_s {
-  uv_loop_t *loop;   /* borrowed */
-  uv_timer_t timer;  /* data = this client */
-  bool timer_closed; /* its close callback ran */
-  wire_conn_t *conn; /* owned link, NULL while down */
-  tc_state_t state;
-  peer_tracker_link_cfg_t cfg;
-  peer_tracker_link_cbs_t cbs;
-  tc_rel_t *rels[PEER_TRACKER_LINK_RELEASES_MAX];
-  uint32_t nrels;
-  peer_tracker_link_stats_t st;
-};
-
 static void tc_connect(peer_tracker_link_t *tc);
-static void tc_flush(peer_tracker_link_t *tc);
 
 static void tc_set_state(peer_tracker_link_t *tc, tc_state_t next) {
   assert(k_legal[tc->state] & (1u << next));
@@ -197,7 +159,7 @@ static int tc_rel_delta_add(tc_rel_t *r, uint32_t chunk) {
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
+int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
   ws_announce_t *a;
   ws_msg_t m;
   int rc;
@@ -236,7 +198,7 @@ static int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
 static void tc_on_timer(uv_timer_t *t);
 
 /* READY: arm the timer for the earliest release due. */
-static void tc_schedule(peer_tracker_link_t *tc) {
+void tc_schedule(peer_tracker_link_t *tc) {
   uint64_t now = uv_now(tc->loop), first = UINT64_MAX;
   uint32_t i;
 
@@ -244,6 +206,9 @@ static void tc_schedule(peer_tracker_link_t *tc) {
     return;
   for (i = 0; i < tc->nrels; i++) {
     uint64_t when = tc->rels[i]->due_now ? now : tc->rels[i]->next_ms;
+
+    if (tc->rels[i]->parked)
+      continue;
     if (when < first)
       first = when;
   }
@@ -254,18 +219,22 @@ static void tc_schedule(peer_tracker_link_t *tc) {
   uv_timer_start(&tc->timer, tc_on_timer, first > now ? first - now : 0, 0);
 }
 
-/* Announces every release that is due, until the queue is full. */
-static void tc_flush(peer_tracker_link_t *tc) {
+/* Announces every release that is due, in priority order (so that the
+ * tracker's room goes to releases being fetched first), until the queue
+ * is full. Parked seeds wait for room. */
+void tc_flush(peer_tracker_link_t *tc) {
+  tc_rel_t *ord[PEER_TRACKER_LINK_RELEASES_MAX];
   uint64_t now = uv_now(tc->loop);
   uint32_t i;
   int rc;
 
   if (tc->state != TC_READY)
     return;
+  tc_room_order(tc, ord);
   for (i = 0; i < tc->nrels; i++) {
-    tc_rel_t *r = tc->rels[i];
+    tc_rel_t *r = ord[i];
 
-    if (!r->due_now && r->next_ms > now)
+    if (r->parked || (!r->due_now && r->next_ms > now))
       continue;
     rc = tc_send_announce(tc, r);
     if (rc == WS_ELIMIT) {
@@ -322,13 +291,16 @@ static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
   tc->st.links++;
   tc->st.up = true;
   tc->st.backoff_ms = tc->cfg.backoff_min_ms;
-  /* A new connection may be a restarted tracker: tell it everything. */
+  /* A new connection may be a restarted tracker: tell it everything, in
+   * priority order (tc_flush); room is found anew. */
   for (i = 0; i < tc->nrels; i++) {
     tc_rel_t *r = tc->rels[i];
 
     r->full = true;
     r->n_delta = 0;
     r->due_now = true;
+    r->parked = false;
+    r->dropped = false;
     if (r->event == WS_ANN_UPDATE)
       r->event = WS_ANN_STARTED;
   }
@@ -343,6 +315,8 @@ static void tc_on_reply(peer_tracker_link_t *tc,
   uint32_t i;
 
   tc->st.replies++;
+  if (r != NULL)
+    tc_room_accepted(r);
   if (r != NULL && rep->interval_ms > 0) {
     uint32_t iv = rep->interval_ms;
 
@@ -365,6 +339,9 @@ static void tc_on_reply(peer_tracker_link_t *tc,
       tc->cbs.on_leases(tc->cbs.arg, l->digest, l->chunks, l->n_chunks,
                         l->ttl_ms, rep->streams);
   }
+  if (r != NULL && rep->n_nodes > 0 && tc->state == TC_READY &&
+      tc->cbs.on_nodes != NULL)
+    tc->cbs.on_nodes(tc->cbs.arg, rep->nodes, rep->n_nodes);
   for (i = 0; i < rep->n_wanted && tc->state == TC_READY; i++)
     if (tc->cbs.on_wanted != NULL)
       tc->cbs.on_wanted(tc->cbs.arg, rep->wanted[i].digest, rep->wanted[i].uri);
@@ -377,6 +354,9 @@ static void tc_on_frame(wire_conn_t *c, const ws_msg_t *m) {
     return;
   if (m->type == WS_MSG_ANNOUNCE_REPLY)
     tc_on_reply(tc, &m->u.announce_reply);
+  else if (m->type == WS_MSG_ERROR && m->u.error.code == WS_ELIMIT &&
+           m->u.error.has_digest)
+    tc_room_refused(tc, m->u.error.digest); /* logs once per refusal */
   else if (m->type == WS_MSG_ERROR)
     WS_LOGW("tracker link %s:%u: tracker error %s: %s", tc->cfg.host,
             (unsigned)tc->cfg.port, ws_errname(m->u.error.code),
@@ -520,6 +500,7 @@ int peer_tracker_link_track(peer_tracker_link_t *tc, const uint8_t digest[32],
   r->full = true;
   r->due_now = true;
   r->interval_ms = old != NULL ? old->interval_ms : tc->cfg.interval_ms;
+  r->seq = ++tc->seq;
   if (old != NULL) {
     tc_rel_free(old);
     tc->rels[idx] = r;
@@ -553,7 +534,7 @@ int peer_tracker_link_have(peer_tracker_link_t *tc, const uint8_t digest[32],
   /* Tell the tracker now if it knows this release on this link (a pending
    * full announce carries the bit anyway). A refused HAVE is covered by the
    * delta of the next announce. */
-  if (tc->state == TC_READY && !r->full) {
+  if (tc->state == TC_READY && !r->full && !r->parked && r->refused_ms == 0) {
     memset(&m, 0, sizeof(m));
     m.type = WS_MSG_HAVE;
     memcpy(m.u.have.digest, digest, WS_PROTO_DIGEST_LEN);
@@ -573,6 +554,9 @@ int peer_tracker_link_done(peer_tracker_link_t *tc, const uint8_t digest[32]) {
   r->want = false;
   r->event = WS_ANN_COMPLETED;
   r->due_now = true;
+  r->seq = ++tc->seq; /* the most recent seed */
+  r->refused_ms = 0;  /* complete: nothing left to fetch */
+  r->retry_ms = 0;
   tc_flush(tc);
   return 0;
 }
@@ -581,10 +565,12 @@ int peer_tracker_link_untrack(peer_tracker_link_t *tc,
                               const uint8_t digest[32]) {
   uint32_t idx;
   tc_rel_t *r = tc_rel_find(tc, digest, &idx);
+  bool held;
 
   if (r == NULL)
     return WS_ENOTFOUND;
-  if (tc->state == TC_READY) {
+  held = !r->parked && r->refused_ms == 0;
+  if (tc->state == TC_READY && !r->parked) {
     r->event = WS_ANN_STOPPED;
     r->want = false;
     if (tc_send_announce(tc, r) < 0)
@@ -592,6 +578,8 @@ int peer_tracker_link_untrack(peer_tracker_link_t *tc,
               (unsigned)tc->cfg.port);
   }
   tc_rel_remove(tc, idx);
+  if (held && tc->state == TC_READY)
+    tc_room_freed(tc);
   tc_schedule(tc);
   return 0;
 }

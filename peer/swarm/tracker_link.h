@@ -10,6 +10,16 @@
  * copied; everything passed to a callback is borrowed for that call.
  * Soft state only: if the tracker restarts or the link drops, the next
  * connection re-announces the full state of every tracked release.
+ *
+ * Room at the tracker (tracker_link_room.c): releases are announced in
+ * priority order, those being fetched first (oldest first), then seeds
+ * (most recent first). A seed the tracker refuses with WS_ELIMIT is
+ * "parked": no longer announced there (it stays ready here and neighbours
+ * already connected keep fetching from it) until room frees up or the
+ * link reconnects. A release being fetched that is refused makes room: the
+ * oldest seed announced gets STOPPED and is parked, and the release is
+ * announced again; with no seed to drop it counts as refused
+ * (peer_tracker_link_refused_since) and is announced again with backoff.
  */
 #ifndef PEER_SWARM_TRACKER_LINK_H
 #define PEER_SWARM_TRACKER_LINK_H
@@ -28,6 +38,10 @@
 #define PEER_TRACKER_LINK_INTERVAL_MIN_MS 100u  /* clamp of the reply's "iv" */
 #define PEER_TRACKER_LINK_INTERVAL_MAX_MS 600000u
 #define PEER_TRACKER_LINK_RELEASES_MAX 256u /* tracked at once */
+/* A release the tracker refused (WS_ELIMIT, no seed left to drop) is
+ * announced again after this, doubling up to _MAX. */
+#define PEER_TRACKER_LINK_REFUSED_RETRY_MS 5000u
+#define PEER_TRACKER_LINK_REFUSED_RETRY_MAX_MS 60000u
 
 typedef struct peer_tracker_link_s peer_tracker_link_t;
 
@@ -60,6 +74,9 @@ typedef struct {
   /* The cluster wants this release everywhere (uri may be NULL). */
   void (*on_wanted)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
                     const char *uri);
+  /* Other connected nodes the tracker named (the presence reply's
+   * "nodes", n > 0): to swap with while it is down. Optional. */
+  void (*on_nodes)(void *arg, const ws_peer_info_t *nodes, uint32_t n);
   /* Link up (after the handshake) or down (status of the close). Leases
    * die with the link: the tracker re-grants after re-announce. Optional. */
   void (*on_link)(void *arg, bool up, int status);
@@ -129,6 +146,13 @@ int peer_tracker_link_lease_release(peer_tracker_link_t *tc,
                                     const uint32_t *chunks, uint32_t n,
                                     const uint32_t *done,
                                     uint32_t n_done) WS_MUST_USE;
+
+/* 1 with *since_ms (the first refusal) while the tracker refuses digest
+ * for want of room (WS_ELIMIT) and no seed of ours could make room; the
+ * release is then fetched as if the tracker were down. 0 otherwise. */
+int peer_tracker_link_refused_since(const peer_tracker_link_t *tc,
+                                    const uint8_t digest[32],
+                                    uint64_t *since_ms);
 
 void peer_tracker_link_stats(const peer_tracker_link_t *tc,
                              peer_tracker_link_stats_t *out);

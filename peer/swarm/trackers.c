@@ -271,6 +271,13 @@ static void trs_on_wanted(void *arg, const uint8_t *digest, const char *uri) {
     tr->cbs.on_wanted(tr->cbs.arg, digest, uri);
 }
 
+static void trs_on_nodes(void *arg, const ws_peer_info_t *nodes, uint32_t n) {
+  peer_trackers_t *tr = ((trs_link_t *)arg)->tr;
+
+  if (tr->cbs.on_nodes != NULL)
+    tr->cbs.on_nodes(tr->cbs.arg, nodes, n);
+}
+
 static void trs_on_report(void *arg, const uint8_t *digest, ws_announce_t *a) {
   peer_trackers_t *tr = ((trs_link_t *)arg)->tr;
 
@@ -307,6 +314,7 @@ int peer_trackers_new(uv_loop_t *loop, const peer_tracker_link_cfg_t *cfgs,
       .on_peers = trs_on_peers,
       .on_leases = trs_on_leases,
       .on_wanted = trs_on_wanted,
+      .on_nodes = trs_on_nodes,
       .on_link = trs_on_link,
       .on_report = trs_on_report,
   };
@@ -493,7 +501,8 @@ int peer_trackers_down_since(const peer_trackers_t *tr,
                              PEER_TRACKERS_MOVE_MS);
   }
   if (tr->links[i].st.up)
-    return 0;
+    /* Up, but with no room for this release: as good as down for it. */
+    return peer_tracker_link_refused_since(tr->links[i].tc, digest, since_ms);
   *since_ms = tr->links[i].st.since_ms;
   return 1;
 }
@@ -530,4 +539,11 @@ void peer_trackers_close(peer_trackers_t *tr) {
   for (unsigned i = 0; i < tr->n; i++)
     peer_tracker_link_close(tr->links[i].tc);
   uv_close((uv_handle_t *)&tr->timer, trs_on_timer_closed);
+}
+
+void peer_trackers_presence_now(peer_trackers_t *tr) {
+  for (unsigned i = 0; i < tr->n; i++)
+    if (peer_tracker_link_track(tr->links[i].tc, k_presence, 0, NULL, NULL,
+                                WS_SWARM_LEECH) != 0)
+      WS_LOGD("tracker %s: presence announce not queued", tr->links[i].addr);
 }

@@ -56,6 +56,7 @@ typedef struct {
                     uint32_t streams);
   void (*on_wanted)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
                     const char *uri);
+  void (*on_nodes)(void *arg, const ws_peer_info_t *nodes, uint32_t n);
   /* Link to tracker addr ("host:port") up or down; ups: links up now. */
   void (*on_link)(void *arg, const char *addr, bool up, int status,
                   unsigned ups);
@@ -130,8 +131,15 @@ int peer_trackers_lease_release(peer_trackers_t *tr, const uint8_t digest[32],
                                 const uint32_t *done,
                                 uint32_t n_done) WS_MUST_USE;
 
+/* Announces the presence digest on every link now: the daemon's cache has
+ * just opened and wanted releases heard before were dropped (a daemon
+ * takes no work until then), so the wanted set is asked for again at once
+ * rather than at the next interval. */
+void peer_trackers_presence_now(peer_trackers_t *tr);
 /* 1 with *since_ms (when it went down) while the link of digest's tracker
- * is down, 0 while it is up. An untracked digest: its first choice. */
+ * is down, or (since the first refusal) while that tracker refuses digest
+ * for want of room (peer_tracker_link_refused_since); 0 otherwise. An
+ * untracked digest: its first choice. */
 int peer_trackers_down_since(const peer_trackers_t *tr,
                              const uint8_t digest[32], uint64_t *since_ms);
 /* Links up now; n of them in all. */

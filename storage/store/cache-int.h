@@ -85,6 +85,11 @@ uint32_t cache_rel_holds_live(const cache_rel_t *r, uint64_t now_ns,
                               ws_cache_hold_t *out);
 
 int cache_evict_for_locked(ws_cache_t *c, uint64_t need);
+/* Removes a blob (with its chunk-list note) or a partial (bitmap first,
+ * then data) from the ledger and the disk; not counted as an eviction.
+ * No-op when absent. */
+void cache_blob_drop_locked(ws_cache_t *c, const ws_hash_t *h);
+void cache_partial_drop_locked(ws_cache_t *c, const ws_hash_t *h);
 
 /* state/sha256-<hex>.json: pinned, published_ns, accessed_ns,
  * activated_ns, holds. Load leaves

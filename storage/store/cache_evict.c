@@ -18,11 +18,17 @@
 #include <unistd.h>
 
 static void blob_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
-  char path[PATH_MAX];
   cache_item_t *it = cache_set_find(&c->blobs, h);
   if (it == NULL)
     return;
   c->evicted_bytes += it->bytes;
+  cache_blob_drop_locked(c, h);
+}
+
+void cache_blob_drop_locked(ws_cache_t *c, const ws_hash_t *h) {
+  char path[PATH_MAX];
+  if (cache_set_find(&c->blobs, h) == NULL)
+    return;
   cache_set_remove(&c->blobs, h);
   if (store_path_blob(c->root, h, path, sizeof(path)) == 0)
     (void)unlink(path);
@@ -31,11 +37,17 @@ static void blob_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
 }
 
 static void partial_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
-  char path[PATH_MAX];
   cache_item_t *it = cache_set_find(&c->partials, h);
   if (it == NULL)
     return;
   c->evicted_bytes += it->bytes;
+  cache_partial_drop_locked(c, h);
+}
+
+void cache_partial_drop_locked(ws_cache_t *c, const ws_hash_t *h) {
+  char path[PATH_MAX];
+  if (cache_set_find(&c->partials, h) == NULL)
+    return;
   cache_set_remove(&c->partials, h);
   /* The bitmap goes first: a bitmap without its data file is discarded at
    * startup, while data without a bitmap is simply refetched. */

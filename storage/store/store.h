@@ -71,6 +71,12 @@ int ws_store_release_begin(ws_store_t *st, const ws_manifest_t *m) WS_MUST_USE;
  * finished now. Partials and blobs stay (they resume later) but become
  * evictable. No-op if unknown. */
 void ws_store_release_abort(ws_store_t *st, const ws_hash_t *digest);
+/* [worker] Like ws_store_release_abort, and also removes the partials and
+ * blobs of the release's files that no other release lists (published or
+ * being assembled): for a release that failed because the disk is full or
+ * failing, so that its space is given back at once. No-op if unknown or
+ * not being assembled. */
+void ws_store_release_discard(ws_store_t *st, const ws_hash_t *digest);
 /* [worker] Publishes releases/sha256-<digest>/ with manifest.json (the exact
  * bytes, borrowed; their sha256 must equal m->digest, else WS_EDIGEST) and
  * one relative symlink per file into blobs/. Every file must already be a

@@ -116,6 +116,25 @@ void ws_store_release_abort(ws_store_t *st, const ws_hash_t *digest) {
   pthread_mutex_unlock(&c->mu);
 }
 
+void ws_store_release_discard(ws_store_t *st, const ws_hash_t *digest) {
+  ws_cache_t *c = st->cache;
+  cache_rel_t *r;
+  pthread_mutex_lock(&c->mu);
+  if ((r = cache_rel_find_locked(c, digest)) != NULL && r->assembling) {
+    for (uint32_t i = 0; i < r->nfiles; i++) {
+      const ws_hash_t *h = &r->files[i].h;
+      if (cache_file_referenced_locked(c, h, r))
+        continue;
+      /* Handles still open on a partial keep writing to the unlinked
+       * inode; its blocks are freed when the last one closes. */
+      cache_partial_drop_locked(c, h);
+      cache_blob_drop_locked(c, h);
+    }
+    cache_rel_remove_locked(c, r);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 static int manifest_write(const char *dir, const char *bytes, size_t len) {
   char path[PATH_MAX];
   int fd, err;

@@ -5,7 +5,8 @@ forwards faithfully.
 
 Used to prove that a chunk whose bytes were altered in flight is refetched
 and that nothing corrupt is published, and to watch a chunk while it is
-still arriving. Runs in threads; .flipped tells whether it has struck yet.
+still arriving, and to count what S3 sent (.body_bytes: response body bytes
+forwarded). Runs in threads; .flipped tells whether it has struck yet.
 """
 import re
 import socket
@@ -19,6 +20,7 @@ class FlipProxy:
         self.flip_at = flip_at
         self.rate = rate
         self.flipped = 0
+        self.body_bytes = 0  # response body bytes forwarded (all responses)
         self.lock = threading.Lock()
         self.ls = socket.socket()
         self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -84,6 +86,8 @@ class FlipProxy:
                                 piece[pos] ^= 0x01
                                 self.flipped = 1
                     out += piece
+                    with self.lock:
+                        self.body_bytes += n
                     body_pos += n
                     body_left -= n
                     data = data[n:]

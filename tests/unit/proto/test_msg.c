@@ -130,6 +130,26 @@ static void test_announce(void **state) {
   m.u.announce.have_bits = NULL;
   list[2] = 9;
   assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+
+  /* Stuck chunks ("st"): round-trip; absent when none; bounded. */
+  uint32_t stuck[2] = {2, 7};
+  m.u.announce.have_list = NULL;
+  m.u.announce.n_have_list = 0;
+  m.u.announce.stuck = stuck;
+  m.u.announce.n_stuck = 2;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_int_equal(o.u.announce.n_stuck, 2);
+  assert_memory_equal(o.u.announce.stuck, stuck, sizeof(stuck));
+  ws_msg_free(&o);
+  stuck[1] = 9; /* not a chunk of the release */
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce.n_stuck = WS_MAX_LEASE_CHUNKS + 1u;
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce.stuck = NULL;
+  m.u.announce.n_stuck = 0;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_null(o.u.announce.stuck);
+  ws_msg_free(&o);
 }
 
 static void test_announce_reply(void **state) {
@@ -186,7 +206,22 @@ static void test_announce_reply(void **state) {
   assert_string_equal(r->wanted[0].uri, wanted[0].uri);
   assert_null(r->wanted[1].uri);
   assert_memory_equal(r->wanted[1].digest, wanted[1].digest, 32);
+  assert_int_equal(r->n_nodes, 0); /* absent: none */
+  assert_null(r->nodes);
   ws_msg_free(&o);
+
+  /* The optional sample of other nodes (presence reply). */
+  m.u.announce_reply.nodes = peers;
+  m.u.announce_reply.n_nodes = 2;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_int_equal(o.u.announce_reply.n_nodes, 2);
+  assert_memory_equal(o.u.announce_reply.nodes, peers, sizeof(peers));
+  assert_int_equal(o.u.announce_reply.n_peers, 2);
+  ws_msg_free(&o);
+  m.u.announce_reply.n_nodes = WS_MAX_NODES + 1; /* over the cap */
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce_reply.nodes = NULL;
+  m.u.announce_reply.n_nodes = 0;
 
   /* Empty reply. */
   memset(&m.u.announce_reply.peers, 0,

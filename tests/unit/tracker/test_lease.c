@@ -137,6 +137,69 @@ static void test_no_lease_for_held_chunks(void **state) {
   fx_free(&fx);
 }
 
+/* A member claims every chunk and never delivers: nothing is in the need
+ * set, so only the stalled downloaders' reports get chunks leased, each
+ * once; a completed lease vouches for the chunk until a holder leaves. */
+static void test_stuck_chunks_leased_though_held(void **state) {
+  (void)state;
+  fx_t fx;
+  uint8_t all[2] = {0xFF, 0xFF};
+  uint32_t stuck[16], a[ALL], b[ALL], c[ALL];
+  fx_init(&fx, 4, 16, NULL);
+  trk_swarm_set_origin_target(fx.s, FX_MECH_TARGET);
+  assert_int_equal(trk_swarm_set_have(fx.s, fx.m[0], all, sizeof(all)), 0);
+  for (uint32_t i = 0; i < 16; i++)
+    stuck[i] = i;
+  for (uint32_t i = 1; i < 4; i++) {
+    trk_member_set_want(fx.m[i], ALL);
+    assert_int_equal(grant(&fx, i, 0, NULL), 0); /* held: no need */
+  }
+  /* The liar itself, and a seed, get nothing; bad indexes are skipped. */
+  assert_int_equal(trk_lease_grant_stuck(fx.s, fx.m[0], stuck, 16, 0, a, ALL),
+                   0);
+  uint32_t bad[2] = {16, UINT32_MAX};
+  assert_int_equal(trk_lease_grant_stuck(fx.s, fx.m[1], bad, 2, 0, a, ALL), 0);
+  /* Reporters share the chunks, one lease each (cap 16/3 + spare). */
+  uint32_t na = trk_lease_grant_stuck(fx.s, fx.m[1], stuck, 16, 0, a, ALL);
+  uint32_t nb = trk_lease_grant_stuck(fx.s, fx.m[2], stuck, 16, 0, b, ALL);
+  uint32_t nc = trk_lease_grant_stuck(fx.s, fx.m[3], stuck, 16, 0, c, ALL);
+  fx_check(fx.s);
+  assert_int_equal(na, trk_lease_limit(fx.s));
+  assert_int_equal(na + nb + nc, 16);
+  trk_swarm_stats_t st;
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.chunks_suspect, 16);
+  assert_int_equal(st.leases_suspect, 16);
+  assert_int_equal(st.chunks_need, 0);
+  /* m1 delivers its first chunk: no longer suspect, and vouched: a new
+   * report of it (m2 before it heard the HAVE) gets no second lease. */
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], a[0]), 0);
+  fx_check(fx.s);
+  assert_null(trk_swarm_lease_holder(fx.s, a[0]));
+  assert_int_equal(
+      trk_lease_grant_stuck(fx.s, fx.m[2], &a[0], 1, 0, b + nb, ALL - nb), 0);
+  trk_swarm_stats(fx.s, &st);
+  assert_int_equal(st.chunks_suspect, 15);
+  assert_int_equal(st.leases_completed, 1);
+  /* m2's leases expire: its chunks stay suspect and go to the next
+   * reporter (m3 has room once its own are delivered). */
+  for (uint32_t k = 0; k < nc; k++)
+    assert_int_equal(trk_swarm_add_have(fx.s, fx.m[3], c[k]), 0);
+  assert_int_equal(trk_lease_expire(fx.s, 60000), na - 1u + nb);
+  fx_check(fx.s);
+  uint32_t n3 = trk_lease_grant_stuck(fx.s, fx.m[3], b, nb, 60000, c, ALL);
+  assert_int_equal(n3, nb);
+  fx_check(fx.s);
+  /* The deliverer leaves: its chunk is no longer vouched for. */
+  trk_swarm_leave(fx.s, fx.m[1]);
+  fx.m[1] = NULL;
+  fx_check(fx.s);
+  assert_int_equal(
+      trk_lease_grant_stuck(fx.s, fx.m[2], &a[0], 1, 60000, b, ALL), 1);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
 static void test_done_chunks_never_released_again(void **state) {
   (void)state;
   fx_t fx;
@@ -550,6 +613,7 @@ int main(void) {
       cmocka_unit_test(test_want_limits_and_seeds),
       cmocka_unit_test(test_disjoint_first_round),
       cmocka_unit_test(test_no_lease_for_held_chunks),
+      cmocka_unit_test(test_stuck_chunks_leased_though_held),
       cmocka_unit_test(test_done_chunks_never_released_again),
       cmocka_unit_test(test_expiry_and_regrant),
       cmocka_unit_test(test_renew_adopts_unleased_chunk),

@@ -83,18 +83,26 @@ static void test_cap(void **state) {
     ws_hash_t d = fx_digest((uint8_t)i);
     assert_int_equal(trk_wanted_add(w, &d, NULL, i), 0);
   }
-  ws_hash_t d = fx_digest(200);
-  assert_int_equal(trk_wanted_add(w, &d, NULL, 0), WS_ELIMIT);
   /* An existing entry still updates at the cap. */
   ws_hash_t d0 = fx_digest(0);
   assert_int_equal(trk_wanted_add(w, &d0, NULL, 0), 1);
+  /* Full: a new entry evicts the oldest (no refusal). */
+  ws_hash_t d = fx_digest(200);
+  assert_int_equal(trk_wanted_add(w, &d, NULL, 0), 0);
+  assert_int_equal(trk_wanted_count(w), TRK_MAX_WANTED);
+  assert_null(trk_wanted_find(w, &d0));
   /* Removal keeps insertion order of the rest. */
-  char key[WS_DIGEST_STR_LEN + 1];
-  ws_digest_to_str(&d0, key);
-  assert_int_equal(trk_wanted_remove(w, key), 0);
   ws_hash_t d1 = fx_digest(1);
   assert_true(ws_hash_eq(&trk_wanted_at(w, 0)->digest, &d1));
-  assert_int_equal(trk_wanted_add(w, &d, NULL, 0), 0);
+  char key[WS_DIGEST_STR_LEN + 1];
+  ws_digest_to_str(&d1, key);
+  assert_int_equal(trk_wanted_remove(w, key), 0);
+  ws_hash_t d2 = fx_digest(2);
+  assert_true(ws_hash_eq(&trk_wanted_at(w, 0)->digest, &d2));
+  /* TTL: entries added at 0..63 ms, ttl 10 ms, now 12 ms. */
+  trk_wanted_set_ttl(w, 10);
+  assert_int_equal(trk_wanted_expire(w, 12), 2); /* added at 2 and 0 */
+  assert_int_equal(trk_wanted_count(w), TRK_MAX_WANTED - 3u);
   trk_wanted_free(w);
 }
 

@@ -73,6 +73,7 @@ static inline void fx_free(fx_t *fx) {
 /* Checks every invariant of trk_swarm-int.h from scratch. */
 static inline void fx_check(const trk_swarm_t *s) {
   uint32_t need = 0, held = 0, leased = 0, complete = 0, down = 0;
+  uint32_t suspect = 0;
   for (uint32_t c = 0; c < s->total; c++) {
     uint32_t a = 0, holders = 0;
     for (uint32_t i = 0; i < s->nmembers; i++) {
@@ -88,9 +89,15 @@ static inline void fx_check(const trk_swarm_t *s) {
     assert_true(holders <= 1); /* exclusivity */
     if (holders == 0)
       assert_null(s->holder[c]);
-    /* A held chunk is never leased. */
-    if (a > 0)
+    /* A held chunk is leased only when suspect (trk_lease_grant_stuck);
+     * suspect chunks are held and never vouched. */
+    if (a > 0 && !trk_bits_get(s->suspect, c))
       assert_null(s->holder[c]);
+    if (trk_bits_get(s->suspect, c)) {
+      assert_true(a > 0);
+      assert_false(trk_bits_get(s->vouched, c));
+      suspect++;
+    }
     int nb = a == 0 && s->holder[c] == NULL;
     assert_int_equal(nb, trk_bits_get(s->need, c));
     if (nb)
@@ -107,6 +114,7 @@ static inline void fx_check(const trk_swarm_t *s) {
     assert_true(m->nleases <= TRK_LEASES_PER_PEER_MAX);
   }
   assert_int_equal(need, s->need_count);
+  assert_int_equal(suspect, s->suspect_count);
   assert_int_equal(held, s->held_chunks);
   assert_int_equal(leased, s->leased);
   assert_int_equal(complete, s->complete);

@@ -42,3 +42,8 @@ void peer_swarm_rel_gone(peer_swarm_t *s, const ws_hash_t *digest) {
 void peer_swarm_seed_ready(peer_swarm_t *s, const ws_hash_t *digest) {
   fail_msg("swarm called in a standalone test");
 }
+
+uint64_t peer_swarm_rel_stalled(peer_swarm_t *s, const ws_hash_t *digest) {
+  fail_msg("swarm called in a standalone test");
+  return 0;
+}

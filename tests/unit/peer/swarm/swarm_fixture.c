@@ -130,6 +130,7 @@ sfx_t *sfx_setup(const ffx_spec_t *spec, uint32_t n) {
   s->tracker.configured = true;
   s->tracker.up = true;
   s->tracker.down_ms = uv_now(&s->fx.loop);
+  s->fx.cfg.node_id = (char *)"us"; /* the picker's rendezvous key */
   peer_picker_init(&s->picker, ctx, &s->set, &s->rels, s->origin, &s->tracker);
   sfx_cfg(&s->ours, "us", 7000);
   sfx_listen(s);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/tunables.h"
+#include "swarm/origin_share.h"
 #include "swarm_fixture.h"
 
 /* a: 4 chunks (a0 first, a1-a3 rest), b: 2 (b0 first, b1 rest), c: one
@@ -343,8 +344,13 @@ static void test_origin_fallback_after_tracker_down(void **state) {
   s->tracker.up = false;
   s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS + 1;
   assert_int_equal(origin_next(s, &got), 0);
-  /* Down for PEER_TRACKER_FALLBACK_MS: any chunk no neighbour has. */
+  /* Down for PEER_TRACKER_FALLBACK_MS, but the release just began and a
+   * neighbour is there: the grace lets the neighbours announce it first. */
   s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS;
+  assert_int_equal(origin_next(s, &got), 0);
+  /* After the grace: any chunk no neighbour has (a said nothing of the
+   * release for PEER_SHARE_STALL_MS, so it shares none of the reads). */
+  s->rel->fetching_ms = now - PEER_SHARE_GRACE_MS;
   assert_int_equal(origin_next(s, &got), 1);
   assert_ptr_equal(got.f, sfx_file(s, "b.bin", NULL));
   assert_int_equal(got.j, 1);
@@ -362,6 +368,51 @@ static void test_origin_fallback_after_tracker_down(void **state) {
   sfx_teardown(s);
 }
 
+/* Tracker down, neighbour a fetching the same release and active: the
+ * origin gets exactly the chunks we win by rendezvous hashing, none of a's
+ * until a falls silent (PEER_SHARE_STALL_MS) or goes. */
+static void test_origin_shared_with_neighbour(void **state) {
+  (void)state;
+  sfx_nbr_t *a;
+  sfx_t *s = gate_setup(&a);
+  sfx_holds(a, NULL, 0); /* fetching it, holds nothing yet */
+  peer_neighbor_rel_t *r = peer_neighbor_rel_find(&a->n, s->rel->digest.b);
+  uint64_t now = uv_now(&s->fx.loop);
+  r->active_ms = now;
+  a->n.share_key = peer_share_key("nbrA");
+  s->tracker.up = false;
+  s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS;
+  s->rel->fetching_ms = now - PEER_SHARE_GRACE_MS;
+  uint32_t total = s->rel->total, mine = 0, got_n = 0;
+  got_t got[64];
+  assert_true(total <= 64);
+  for (uint32_t g = 0; g < total; g++)
+    mine += (uint32_t)peer_share_mine(s->rel->digest.b, g, s->picker.self_key,
+                                      &a->n.share_key, 1);
+  assert_true(mine > 0 && mine < total); /* both read some */
+  while (got_n < total && origin_next(s, &got[got_n]) == 1) {
+    uint32_t j;
+    uint32_t g = 0;
+    for (; g < total; g++) {
+      if (swarm_rel_file_of(s->rel, g, &j) == got[got_n].f && j == got[got_n].j)
+        break;
+    }
+    assert_true(g < total);
+    assert_true(peer_share_mine(s->rel->digest.b, g, s->picker.self_key,
+                                &a->n.share_key, 1));
+    got_n++;
+  }
+  assert_int_equal(got_n, mine);
+  /* a silent for longer than PEER_SHARE_STALL_MS: its chunks are ours. */
+  r->active_ms = now - PEER_SHARE_STALL_MS - 1;
+  got_t more;
+  assert_int_equal(origin_next(s, &more), 1);
+  origin_give_back(&more);
+  for (uint32_t i = 0; i < got_n; i++)
+    origin_give_back(&got[i]);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
@@ -373,6 +424,7 @@ int main(void) {
       cmocka_unit_test(test_origin_only_leased_unheld),
       cmocka_unit_test(test_origin_expired_lease_dropped),
       cmocka_unit_test(test_origin_fallback_after_tracker_down),
+      cmocka_unit_test(test_origin_shared_with_neighbour),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
