@@ -254,22 +254,31 @@ bool peer_picker_tracker_down(const peer_picker_t *p,
 }
 
 /* Whether the origin may fetch chunks of rel that nobody leased to us: no
- * tracker configured, or rel's tracker down for PEER_TRACKER_FALLBACK_MS. */
+ * tracker configured, or rel's tracker down for PEER_TRACKER_FALLBACK_MS;
+ * *from_ms: since when it may (loop time). */
 static bool picker_fallback(const peer_picker_t *p, const peer_swarm_rel_t *rel,
-                            uint64_t now) {
+                            uint64_t now, uint64_t *from_ms) {
   uint64_t since = 0;
+  *from_ms = rel->fetching_ms;
   if (!p->tracker->configured || swarm_rel_stall_fallback(rel, now))
     return true; /* no tracker; or stalled for long (swarm_stall.c) */
-  return peer_picker_tracker_down(p, rel, now, &since) &&
-         now - since >= PEER_TRACKER_FALLBACK_MS;
+  if (!peer_picker_tracker_down(p, rel, now, &since) ||
+      now - since < PEER_TRACKER_FALLBACK_MS)
+    return false;
+  if (since + PEER_TRACKER_FALLBACK_MS > *from_ms)
+    *from_ms = since + PEER_TRACKER_FALLBACK_MS;
+  return true;
 }
 
 /* The keys of the neighbours that share rel's S3 reads with us (they fetch
- * or hold it and said something about it within PEER_SHARE_STALL_MS) into
- * keys[0..max); returns how many, or -1 while rel is in its grace (just
- * began fetching, other nodes known: they may not have found it yet). */
+ * or hold it and said something about it within PEER_SHARE_STALL_MS, or
+ * the fallback began less than that ago: while everyone waited out the
+ * tracker, nobody had anything to say) into keys[0..max); returns how
+ * many, or -1 while rel is in its grace (just began fetching, other nodes
+ * known: they may not have found it yet). */
 static int picker_share_set(const peer_picker_t *p, const peer_swarm_rel_t *rel,
-                            uint64_t now, uint64_t *keys, uint32_t max) {
+                            uint64_t now, uint64_t from_ms, uint64_t *keys,
+                            uint32_t max) {
   uint32_t n = 0;
   if ((p->ctx->counters.nodes_known > 0 || p->nbrs->nready > 0) &&
       now - rel->fetching_ms < PEER_SHARE_GRACE_MS)
@@ -279,7 +288,9 @@ static int picker_share_set(const peer_picker_t *p, const peer_swarm_rel_t *rel,
     const peer_neighbor_rel_t *r;
     if (nb->state != PEER_NEIGHBOR_READY ||
         (r = peer_neighbor_rel_find(nb, rel->digest.b)) == NULL ||
-        r->have.nbits != rel->total || now - r->active_ms > PEER_SHARE_STALL_MS)
+        r->have.nbits != rel->total ||
+        now - (r->active_ms > from_ms ? r->active_ms : from_ms) >
+            PEER_SHARE_STALL_MS)
       continue;
     keys[n++] = nb->share_key;
   }
@@ -292,11 +303,12 @@ static int picker_share_set(const peer_picker_t *p, const peer_swarm_rel_t *rel,
  * list chunks have delivered nothing for that long. */
 static peer_file_t *picker_origin_shared(peer_picker_t *p,
                                          peer_swarm_rel_t *rel, uint64_t now,
-                                         uint32_t *j) {
+                                         uint64_t from_ms, uint32_t *j) {
   uint64_t keys[PEER_MAX_NEIGHBORS_MAX];
   bool s3_last = swarm_rel_stall_fallback(rel, now);
-  int nk =
-      s3_last ? 0 : picker_share_set(p, rel, now, keys, PEER_MAX_NEIGHBORS_MAX);
+  int nk = s3_last ? 0
+                   : picker_share_set(p, rel, now, from_ms, keys,
+                                      PEER_MAX_NEIGHBORS_MAX);
   if (nk < 0)
     return NULL;
   for (uint32_t g = 0; g < rel->total; g++) {
@@ -330,9 +342,11 @@ int peer_picker_origin_next(void *arg, peer_file_t **out, uint32_t *jout) {
   }
   for (peer_swarm_rel_t *rel = p->rels->head; rel != NULL && f == NULL;
        rel = rel->next) {
-    if (rel->state != PEER_SWARM_REL_FETCHING || !picker_fallback(p, rel, now))
+    uint64_t from_ms;
+    if (rel->state != PEER_SWARM_REL_FETCHING ||
+        !picker_fallback(p, rel, now, &from_ms))
       continue;
-    f = picker_origin_shared(p, rel, now, &j);
+    f = picker_origin_shared(p, rel, now, from_ms, &j);
   }
   if (f == NULL)
     return 0;
