@@ -378,7 +378,9 @@ static void test_origin_shared_with_neighbour(void **state) {
   sfx_holds(a, NULL, 0); /* fetching it, holds nothing yet */
   peer_neighbor_rel_t *r = peer_neighbor_rel_find(&a->n, s->rel->digest.b);
   uint64_t now = uv_now(&s->fx.loop);
-  r->active_ms = now;
+  /* Its BITFIELD came long ago, before everyone waited out the tracker:
+   * the silence counts from when the fallback began, so a still shares. */
+  r->active_ms = now - PEER_TRACKER_FALLBACK_MS - 1;
   a->n.share_key = peer_share_key("nbrA");
   s->tracker.up = false;
   s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS;
@@ -403,8 +405,10 @@ static void test_origin_shared_with_neighbour(void **state) {
     got_n++;
   }
   assert_int_equal(got_n, mine);
-  /* a silent for longer than PEER_SHARE_STALL_MS: its chunks are ours. */
-  r->active_ms = now - PEER_SHARE_STALL_MS - 1;
+  /* a silent for longer than PEER_SHARE_STALL_MS since the fallback
+   * began: its chunks are ours. */
+  s->tracker.down_ms = now - PEER_TRACKER_FALLBACK_MS - PEER_SHARE_STALL_MS - 1;
+  s->rel->fetching_ms = now - PEER_SHARE_STALL_MS - 1;
   got_t more;
   assert_int_equal(origin_next(s, &more), 1);
   origin_give_back(&more);
