@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trk_wire.h"
 #include "ws_log.h"
 
 /* Other nodes in the reply to a presence announce (<= WS_MAX_NODES): with
@@ -193,27 +194,7 @@ static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
     send_result(c, rc, "announce: bad port or zone");
     return;
   }
-  memset(&ta, 0, sizeof(ta));
-  ta.digest = d;
-  ta.uri = a->uri;
-  ta.total_chunks = a->total_chunks;
-  ta.role = a->role == WS_SWARM_SEED ? TRK_ROLE_SEED : TRK_ROLE_LEECH;
-  if (a->have_bits != NULL) {
-    ta.bitfield = a->have_bits;
-    ta.bitfield_len = ws_bitfield_nbytes(a->total_chunks);
-  }
-  ta.have = a->have_list;
-  ta.nhave = a->n_have_list;
-  ta.want_leases =
-      a->want && ta.role == TRK_ROLE_LEECH ? TRK_LEASES_PER_PEER_MAX : 0;
-  ta.max_peers = TRK_REPLY_PEERS_DEFAULT;
-  ta.leave = a->event == WS_ANN_STOPPED;
-  ta.report.size_bytes = a->size_bytes;
-  ta.report.s3_bytes = a->s3_bytes;
-  ta.report.peer_bytes = a->peer_bytes;
-  ta.report.err = a->err;
-  ta.stuck = a->stuck;
-  ta.nstuck = a->n_stuck;
+  trk_announce_from_wire(a, &ta);
   rc = trk_tracker_announce(srv->t, c->peer, &ta, now_ms(c), &r);
   if (rc < 0) {
     send_refusal(c, rc, &d);
