@@ -166,6 +166,10 @@ void peer_rel_set_digest(peer_release_t *rel, const ws_hash_t *digest) {
 
 void peer_rel_restart(peer_release_t *rel) {
   peer_rel_set_state(rel, PEER_REL_RESOLVING);
+  /* A release that failed after its manifest was parsed still holds it;
+   * the new attempt reads and parses the manifest again. */
+  ws_manifest_free(rel->m);
+  rel->m = NULL;
   rel->err = 0;
   rel->errmsg[0] = '\0';
   rel->started_unix_ms = peer_now_unix_ms();

@@ -14,14 +14,13 @@ the release never ended.
 - EIO (and ENOSPC in the middle of a fetch): the fault build's
   --test-write-fault CODE:N makes chunk writes fail from the Nth on.
 """
-import json
 import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD, ROOT, binary
+from conftest import BUILD, ROOT
 import ws
 
 MiB = 1 << 20
@@ -30,11 +29,7 @@ BOUND_S = 60  # a disk error ends the release within this (generous: shared CPUs
 
 
 def publish(env, src, uri):
-    r = subprocess.run([binary("tools/p2pctl"), "publish", src, uri, "--json",
-                        "--chunk-size", str(MiB)],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return ws.publish(BUILD, env, src, uri, MiB)
 
 
 @pytest.fixture(scope="module")

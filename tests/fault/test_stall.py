@@ -11,7 +11,6 @@ chunk to one of them: the chunks leave S3 about once and the nodes swap
 them. Asserted: all three ready within a bound, S3 bytes (the nodes' own
 bytes_from_s3) <= 1.5 x the release, and the API said "stalled" meanwhile.
 """
-import json
 import math
 import os
 import socket
@@ -21,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, binary
+from conftest import BUILD
 import ws
 import wsproto
 
@@ -39,15 +38,8 @@ def rel(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pub(rgw, rel):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(rgw.env)
-    r = subprocess.run([binary("tools/p2pctl"), "publish", rel,
-                        f"s3://{rgw.bucket()}/m/stall/", "--json",
-                        "--chunk-size", str(CHUNK)],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def pub(rgw, s3env, rel):
+    return ws.publish(BUILD, s3env, rel, f"s3://{rgw.bucket()}/m/stall/", CHUNK)
 
 
 def release_shape(d):

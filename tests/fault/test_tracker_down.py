@@ -4,7 +4,6 @@ once it is gone. Each chunk's S3 reader is chosen by rendezvous hashing over
 the nodes fetching the release (peer/swarm/origin_share.h); the others get
 it from that node. S3 bytes are counted by a proxy in front of radosgw.
 """
-import json
 import os
 import subprocess
 import time
@@ -28,15 +27,9 @@ def rel(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pub(rgw, rel):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(rgw.env)
-    r = subprocess.run([binary("tools/p2pctl"), "publish", rel,
-                        f"s3://{rgw.bucket()}/m/trackerdown/", "--json",
-                        "--chunk-size", str(1 * MiB)],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def pub(rgw, s3env, rel):
+    return ws.publish(BUILD, s3env, rel, f"s3://{rgw.bucket()}/m/trackerdown/",
+                      1 * MiB)
 
 
 @pytest.fixture

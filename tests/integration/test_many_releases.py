@@ -9,12 +9,11 @@ Before the fix the tracker took 16 releases per node: the 17th stayed at
 0 bytes for ever (the tracker answered WS_ELIMIT every 5 s and, being up,
 was never bypassed), and after a restart the 16 seeds filled the slots
 again."""
-import json
 import os
 import subprocess
 import time
 
-from conftest import BUILD, binary
+from conftest import BUILD
 import ws
 
 KiB = 1 << 10
@@ -52,11 +51,8 @@ def publish_many(env, tmp_path, bucket, n, tag):
     for i in range(n):
         d = ws.make_release(str(tmp_path / f"{tag}{i}"), shard_bytes=150 * KiB,
                             nshards=2, seed=f"{tag}-{i}")
-        r = subprocess.run([binary("tools/p2pctl"), "publish", d,
-                            f"s3://{bucket}/many/{tag}{i}/", "--json"],
-                           env=env, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        out.append(ws.publish(BUILD, env, d, f"s3://{bucket}/many/{tag}{i}/",
+                              timeout=120))
     return out
 
 

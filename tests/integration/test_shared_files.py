@@ -11,12 +11,10 @@ The race on the shared partials themselves (ENOENT) is covered by
 test_acceptance.py::test_four_releases_at_once_no_eviction.
 """
 import hashlib
-import json
 import os
-import subprocess
 import threading
 
-from conftest import BUILD, binary
+from conftest import BUILD
 from flipproxy import FlipProxy
 import ws
 
@@ -24,11 +22,7 @@ MiB = 1 << 20
 
 
 def publish(env, src, uri):
-    r = subprocess.run([binary("tools/p2pctl"), "publish", src, uri, "--json",
-                        "--chunk-size", str(MiB)],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return ws.publish(BUILD, env, src, uri, MiB)
 
 
 def files_by_hash(src):

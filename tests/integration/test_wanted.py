@@ -3,11 +3,9 @@ is up (not at its first presence announce, 5 s later), and entries leave by
 a documented rule (docs/operations.md "Wanted set"): superseded by a newer
 release of the same model, after --wanted-ttl, done everywhere, and a full
 set evicts its oldest entry instead of refusing a prefetch (409)."""
-import json
-import subprocess
 import time
 
-from conftest import BUILD, binary
+from conftest import BUILD
 import ws
 from test_many_releases import Tracker
 
@@ -27,11 +25,7 @@ def wanted(trk):
 def publish(env, tmp_path, bucket, name):
     d = ws.make_release(str(tmp_path / name), shard_bytes=200 * KiB,
                         nshards=2, seed=name)
-    r = subprocess.run([binary("tools/p2pctl"), "publish", d,
-                        f"s3://{bucket}/team/{name}/", "--json"],
-                       env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return ws.publish(BUILD, env, d, f"s3://{bucket}/team/{name}/", timeout=120)
 
 
 def test_full_set_evicts_oldest_and_newer_release_supersedes(tmp_path):

@@ -272,6 +272,17 @@ class Tracker:
         self.proc = None
 
 
+def publish(build, env, src, uri, chunk_size=None, timeout=300):
+    """p2pctl publish src to uri with env (S3 credentials); the --json
+    answer (digest, uri, ...) as a dict."""
+    cmd = [os.path.join(build, "tools", "p2pctl"), "publish", src, uri, "--json"]
+    if chunk_size is not None:
+        cmd += ["--chunk-size", str(chunk_size)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def swarm_peer(build, workdir, env, name, tracker, key, extra=(), binary_build=None):
     """A p2pd in swarm mode: listening on a free loopback port, joined to
     tracker with the cluster key."""
