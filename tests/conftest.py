@@ -75,6 +75,12 @@ def rgw():
 @pytest.fixture
 def s3env(rgw):
     """Environment for our binaries talking to radosgw."""
+    return s3_environ(rgw)
+
+
+def s3_environ(rgw):
+    """This process's environment without AWS_*, plus radosgw's (for
+    module-scoped fixtures, which cannot use s3env)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(rgw.env)
     return env

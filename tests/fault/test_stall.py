@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, s3_environ
 import ws
 import wsproto
 
@@ -38,8 +38,9 @@ def rel(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pub(rgw, s3env, rel):
-    return ws.publish(BUILD, s3env, rel, f"s3://{rgw.bucket()}/m/stall/", CHUNK)
+def pub(rgw, rel):
+    return ws.publish(BUILD, s3_environ(rgw), rel, f"s3://{rgw.bucket()}/m/stall/",
+                      CHUNK)
 
 
 def release_shape(d):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, binary
+from conftest import BUILD, binary, s3_environ
 import ws
 from flipproxy import FlipProxy
 
@@ -27,9 +27,9 @@ def rel(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pub(rgw, s3env, rel):
-    return ws.publish(BUILD, s3env, rel, f"s3://{rgw.bucket()}/m/trackerdown/",
-                      1 * MiB)
+def pub(rgw, rel):
+    return ws.publish(BUILD, s3_environ(rgw), rel,
+                      f"s3://{rgw.bucket()}/m/trackerdown/", 1 * MiB)
 
 
 @pytest.fixture
