@@ -264,7 +264,7 @@ static void on_wanted(void *arg) {
     trk_state_save(a->state);
 }
 
-/* The tracker removes wanted entries by itself (done, superseded,
+/* The tracker removes wanted entries by itself (superseded,
  * expired: docs/operations.md); the state file follows. */
 static void on_state_timer(uv_timer_t *h) {
   app_t *a = h->data;

@@ -30,7 +30,7 @@ trk_state_t *trk_state_new(uv_loop_t *loop, const char *path,
 /* Schedules a save of the current set; errors are logged. */
 void trk_state_save(trk_state_t *s);
 /* Schedules a save if the set changed since the last one (the tracker
- * removes entries by itself: done, superseded, expired). */
+ * removes entries by itself: superseded, expired). */
 void trk_state_sync(trk_state_t *s);
 /* Finishes any save in flight, then calls cb (may be NULL) and frees s. */
 void trk_state_close(trk_state_t *s, trk_state_close_cb cb, void *arg);

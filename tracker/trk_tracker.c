@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "trk_target.h"
-#include "trk_wanted_sweep.h"
 
 /* A peer that announced a digest without a chunk count (see
  * TRK_JOINING_MS). */
@@ -463,7 +462,7 @@ uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
     trk_stats_sample(t->swarms[i], now_ms);
   }
   t->st.leases_expired += n;
-  (void)trk_wanted_sweep(t, now_ms);
+  (void)trk_wanted_expire(t->wanted, now_ms);
   return n;
 }
 

@@ -20,7 +20,7 @@ struct trk_wanted_s {
   uint32_t n;
   uint64_t version;
   uint64_t ttl_ms;
-  uint64_t evicted, expired, superseded, done; /* removals by rule */
+  uint64_t evicted, expired, superseded; /* removals by rule */
   trk_wanted_entry_t e[TRK_MAX_WANTED];
 };
 
@@ -326,22 +326,10 @@ uint32_t trk_wanted_expire(trk_wanted_t *w, uint64_t now_ms) {
   return removed;
 }
 
-int trk_wanted_remove_done(trk_wanted_t *w, const ws_hash_t *digest) {
-  for (uint32_t i = 0; i < w->n; i++) {
-    if (w->e[i].has_digest && ws_hash_eq(&w->e[i].digest, digest)) {
-      remove_at(w, i);
-      w->done++;
-      return 0;
-    }
-  }
-  return WS_ENOTFOUND;
-}
-
 void trk_wanted_removals(const trk_wanted_t *w, trk_wanted_removals_t *out) {
   out->evicted = w->evicted;
   out->expired = w->expired;
   out->superseded = w->superseded;
-  out->done = w->done;
 }
 
 /* "selector" and "chosen" of a state file entry. */

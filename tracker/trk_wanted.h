@@ -6,9 +6,8 @@
  * digest ("sha256-<hex>"), a release URI ("s3://bucket/.../sha256-<hex>/"),
  * or both; a URI that names a digest segment yields the digest.
  *
- * An entry leaves (docs/operations.md "Wanted set"): by DELETE; when done
- * everywhere (every connected node it selects holds the release complete,
- * and at least one does: trk_wanted_sweep.c); when superseded (a newer
+ * An entry leaves (docs/operations.md "Wanted set"): by DELETE; when
+ * superseded (a newer
  * entry for the same model, the same URI up to the digest segment, with
  * the same selector); after the TTL (--wanted-ttl, default 24 h, counted
  * from when it was added, or restored from --state); and when the set is
@@ -99,10 +98,8 @@ uint32_t trk_wanted_expire(trk_wanted_t *w, uint64_t now_ms);
 /* Removes every entry that a later one supersedes (same model, same
  * selector; see above); returns how many. */
 uint32_t trk_wanted_supersede(trk_wanted_t *w);
-/* Removes the entry with this digest as done everywhere; WS_ENOTFOUND. */
-int trk_wanted_remove_done(trk_wanted_t *w, const ws_hash_t *digest);
 typedef struct {
-  uint64_t evicted, expired, superseded, done;
+  uint64_t evicted, expired, superseded;
 } trk_wanted_removals_t;
 /* Entries removed by each rule since start. */
 void trk_wanted_removals(const trk_wanted_t *w, trk_wanted_removals_t *out);
