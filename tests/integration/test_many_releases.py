@@ -9,40 +9,12 @@ Before the fix the tracker took 16 releases per node: the 17th stayed at
 0 bytes for ever (the tracker answered WS_ELIMIT every 5 s and, being up,
 was never bypassed), and after a restart the 16 seeds filled the slots
 again."""
-import os
-import subprocess
 import time
 
 from conftest import BUILD
 import ws
 
 KiB = 1 << 10
-
-
-class Tracker(ws.Tracker):
-    """ws.Tracker with extra command-line options."""
-
-    def __init__(self, build, workdir, key, extra=()):
-        super().__init__(build, workdir, key)
-        self.extra = list(extra)
-
-    def start(self, timeout=10):
-        self.logf = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [os.path.join(self.build, "tracker", "p2p-tracker"),
-             "--listen", f"127.0.0.1:{self.port}", "--http",
-             f"127.0.0.1:{self.http}", "--cluster-key", self.key, *self.extra],
-            stdout=self.logf, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            assert self.proc.poll() is None, open(self.log).read()[-2000:]
-            try:
-                if self.get("/healthz")[0] == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("tracker not up")
 
 
 def publish_many(env, tmp_path, bucket, n, tag):
@@ -84,7 +56,7 @@ def run(rgw, s3env, tmp_path, n_first, n_after, extra):
     first = publish_many(s3env, tmp_path, bucket, n_first, "a")
     after = publish_many(s3env, tmp_path, bucket, n_after, "b")
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = Tracker(BUILD, str(tmp_path), key, extra).start()
+    trk = ws.Tracker(BUILD, str(tmp_path), key, extra).start()
     p = ws.swarm_peer(BUILD, str(tmp_path), s3env, "p", trk, key).start()
     try:
         prefetch_all(p, first)

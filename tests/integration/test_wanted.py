@@ -8,7 +8,6 @@ import time
 
 from conftest import BUILD
 import ws
-from test_many_releases import Tracker
 
 KiB = 1 << 10
 
@@ -31,7 +30,7 @@ def publish(env, tmp_path, bucket, name):
 
 def test_full_set_evicts_oldest_and_newer_release_supersedes(tmp_path):
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = Tracker(BUILD, str(tmp_path), key).start()
+    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
     try:
         for i in range(70):  # distinct models: nothing supersedes
             st, r = trk.request("POST", "/api/v1/prefetch",
@@ -52,7 +51,7 @@ def test_full_set_evicts_oldest_and_newer_release_supersedes(tmp_path):
 
 def test_wanted_entries_expire_after_ttl(tmp_path):
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = Tracker(BUILD, str(tmp_path), key, ("--wanted-ttl", "2s")).start()
+    trk = ws.Tracker(BUILD, str(tmp_path), key, ("--wanted-ttl", "2s")).start()
     try:
         trk.prefetch(uri=fake_uri("ttl", 1))
         assert wanted(trk) == [fake_uri("ttl", 1)]
@@ -67,7 +66,7 @@ def test_wanted_entries_expire_after_ttl(tmp_path):
 def test_wanted_set_pushed_on_connect_and_kept_for_later_nodes(rgw, s3env, tmp_path):
     pub = publish(s3env, tmp_path, rgw.bucket(), "pushed")
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = Tracker(BUILD, str(tmp_path), key).start()
+    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
     p = ws.swarm_peer(BUILD, str(tmp_path), s3env, "p", trk, key)
     late = ws.swarm_peer(BUILD, str(tmp_path), s3env, "late", trk, key)
     try:

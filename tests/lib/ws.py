@@ -217,9 +217,10 @@ class Tracker:
     """A real p2p-tracker on loopback ports that stay the same across
     restarts (so peers reconnect to it)."""
 
-    def __init__(self, build, workdir, key):
+    def __init__(self, build, workdir, key, extra=()):
         self.build = build
         self.key = key
+        self.extra = list(extra)  # more command-line options
         self.port = free_port()
         self.http = free_port()
         self.log = os.path.join(workdir, "tracker.log")
@@ -230,7 +231,8 @@ class Tracker:
         self.proc = subprocess.Popen(
             [os.path.join(self.build, "tracker", "p2p-tracker"),
              "--listen", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.http}",
-             "--cluster-key", self.key], stdout=self.logf, stderr=subprocess.STDOUT)
+             "--cluster-key", self.key, *self.extra],
+            stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
