@@ -298,17 +298,19 @@ static int picker_share_set(const peer_picker_t *p, const peer_swarm_rel_t *rel,
 }
 
 /* A chunk of rel the origin may fetch with its tracker down: one no
- * neighbour has whose rendezvous winner (origin_share.h) is us. Stalled
- * for twice the stall time (S3 last), any chunk we lack: neighbours that
- * list chunks have delivered nothing for that long. */
+ * neighbour has whose rendezvous winner (origin_share.h) is us. With no
+ * tracker configured, or stalled for twice the stall time (S3 last), any
+ * chunk no neighbour has, or (S3 last) any we lack: neighbours that list
+ * chunks have delivered nothing for that long. */
 static peer_file_t *picker_origin_shared(peer_picker_t *p,
                                          peer_swarm_rel_t *rel, uint64_t now,
                                          uint64_t from_ms, uint32_t *j) {
   uint64_t keys[PEER_MAX_NEIGHBORS_MAX];
   bool s3_last = swarm_rel_stall_fallback(rel, now);
-  int nk = s3_last ? 0
-                   : picker_share_set(p, rel, now, from_ms, keys,
-                                      PEER_MAX_NEIGHBORS_MAX);
+  int nk = s3_last || !p->tracker->configured
+               ? 0
+               : picker_share_set(p, rel, now, from_ms, keys,
+                                  PEER_MAX_NEIGHBORS_MAX);
   if (nk < 0)
     return NULL;
   for (uint32_t g = 0; g < rel->total; g++) {

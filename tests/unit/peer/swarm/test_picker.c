@@ -417,6 +417,33 @@ static void test_origin_shared_with_neighbour(void **state) {
   sfx_teardown(s);
 }
 
+/* No tracker configured (a standalone node, or neighbours given with
+ * --peer): nobody is waiting out a tracker, so there is no sharing of S3
+ * reads and no grace. A neighbour fetching the release and active right
+ * now does not hold back any chunk: the origin gets every chunk no
+ * neighbour has, at once. */
+static void test_origin_no_tracker_reads_all_unheld(void **state) {
+  (void)state;
+  sfx_nbr_t *a;
+  sfx_t *s = gate_setup(&a);
+  sfx_holds(a, NULL, 0);
+  peer_neighbor_rel_t *r = peer_neighbor_rel_find(&a->n, s->rel->digest.b);
+  uint64_t now = uv_now(&s->fx.loop);
+  r->active_ms = now;
+  a->n.share_key = peer_share_key("nbrA");
+  s->tracker.configured = false;
+  s->rel->fetching_ms = now; /* just began */
+  uint32_t total = s->rel->total, got_n = 0;
+  got_t got[64];
+  assert_true(total <= 64);
+  while (got_n < total && origin_next(s, &got[got_n]) == 1)
+    got_n++;
+  assert_int_equal(got_n, total);
+  for (uint32_t i = 0; i < got_n; i++)
+    origin_give_back(&got[i]);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
@@ -429,6 +456,7 @@ int main(void) {
       cmocka_unit_test(test_origin_expired_lease_dropped),
       cmocka_unit_test(test_origin_fallback_after_tracker_down),
       cmocka_unit_test(test_origin_shared_with_neighbour),
+      cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
