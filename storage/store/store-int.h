@@ -85,6 +85,11 @@ int store_blob_note_write(ws_store_t *st, const ws_hash_t *h,
                           const struct stat *sb) WS_MUST_USE;
 void store_blob_note_drop(ws_store_t *st, const ws_hash_t *h);
 
+/* The symlink target of file f inside releases/sha256-<hex>/: "../" once
+ * per directory in its name plus two (out of sha256-<hex>/ and releases/),
+ * then blobs/sha256/<ab>/<hex>. 0 or -ENAMETOOLONG. */
+int store_release_link_target(const ws_mfile_t *f, char *target, size_t len);
+
 /* Filesystem helpers (negative errno on failure). */
 int store_fs_mkdirs(const char *path);
 /* mkdir -p of the directory part of path. */

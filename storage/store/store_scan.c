@@ -134,8 +134,24 @@ static int scan_partials(ws_cache_t *c) {
   return err;
 }
 
+/* 1 if the release directory's entry for f is the symlink publish made. */
+static int link_ok(const char *dir, const ws_mfile_t *f) {
+  char path[PATH_MAX], want[PATH_MAX], got[PATH_MAX];
+  ssize_t n;
+  if (snprintf(path, sizeof(path), "%s/%s", dir, f->name) >=
+          (int)sizeof(path) ||
+      store_release_link_target(f, want, sizeof(want)) != 0)
+    return 0;
+  n = readlink(path, got, sizeof(got) - 1);
+  if (n < 0)
+    return 0;
+  got[n] = '\0';
+  return strcmp(got, want) == 0;
+}
+
 /* Loads one published release; a release that does not check out (bytes do
- * not hash to its name, unparsable, a blob missing) is removed so that it is
+ * not hash to its name, unparsable, a file that is not the link publish
+ * made, a blob missing or not hashing to its name) is removed so that it is
  * fetched again rather than served wrong. */
 static int scan_release(ws_store_t *st, const char *path, const char *hex) {
   ws_cache_t *c = st->cache;
@@ -157,6 +173,9 @@ static int scan_release(ws_store_t *st, const char *path, const char *hex) {
       ws_manifest_parse(buf, len, NULL, &m, NULL, 0) == 0) {
     ok = 1;
     for (uint32_t i = 0; i < m->nfiles && ok; i++) {
+      ok = link_ok(path, &m->files[i]);
+      if (!ok)
+        break;
       pthread_mutex_lock(&c->mu);
       ok = cache_set_find(&c->blobs, &m->files[i].sha256) != NULL;
       pthread_mutex_unlock(&c->mu);

@@ -178,6 +178,35 @@ static void test_scan_hashes_unvouched(void **state) {
   free(bad);
 }
 
+/* A release directory is trusted only as this store made it: a link
+ * pointing elsewhere removes the release at the scan, and a directory put
+ * at a release's name while running is replaced at publish. */
+static void test_release_dir_as_published(void **state) {
+  fx_t *fx = *state;
+  char dir[PATH_MAX], link[PATH_MAX + 16], evil[PATH_MAX + 16];
+  int nr, fd;
+  assert_int_equal(
+      ws_store_release_path(fx->st, &fx->m->digest, dir, sizeof(dir)), 0);
+  /* Planted while running: a directory whose w.bin is another file. */
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(evil, sizeof(evil), "%s/w.bin", dir);
+  assert_true((fd = open(evil, O_WRONLY | O_CREAT, 0644)) >= 0);
+  close(fd);
+  assert_int_equal(fx_fetch_release(fx->st, fx->m, fx->bytes, fx->len,
+                                    (const uint8_t *const *)fx->data, NULL),
+                   0);
+  assert_int_equal(fx_check_visible(fx->root, NULL, &nr), 0);
+  assert_int_equal(nr, 1);
+  ws_store_close(fx->st);
+  /* While stopped, w.bin is made to point at another blob. */
+  snprintf(link, sizeof(link), "%s/w.bin", dir);
+  assert_int_equal(unlink(link), 0);
+  assert_int_equal(symlink("../../blobs/sha256/00/x", link), 0);
+  assert_int_equal(ws_store_open(fx->root, 0, &fx->st), 0);
+  assert_int_equal(stats(fx->st).nreleases, 0);
+  assert_int_not_equal(access(dir, F_OK), 0);
+}
+
 /* Writes chunks 0 and 2 of file 0 and closes (durable, identity recorded).
  * Returns the data file's path in path. */
 static void partial_two_chunks(fx_t *fx, char *path, size_t len) {
@@ -309,6 +338,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_planted_during_fetch_loses, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_scan_hashes_unvouched, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_release_dir_as_published, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_resume_rehashes_changed_partial,
                                       setup, teardown),
