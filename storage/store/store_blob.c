@@ -166,11 +166,11 @@ static int blob_hash_whole(ws_store_t *st, const ws_mfile_t *f,
     err = -errno;
     goto out;
   }
+  count(st, &st->cache->blobs_hashed);
   if (!S_ISREG(before.st_mode) || (uint64_t)before.st_size != f->size) {
     err = 0;
     goto out;
   }
-  count(st, &st->cache->blobs_hashed);
   if ((err = ws_sha256_fd(fd, 0, f->size, &got)) != 0)
     goto out;
   if (fstat(fd, &after) != 0) {
@@ -207,7 +207,9 @@ int store_blob_usable(ws_store_t *st, const ws_mfile_t *f,
     return 1;
   /* Unknown origin, changed since its note, or vouched for by another
    * chunk list: hash it whole. */
-  if ((err = S_ISREG(sb.st_mode) ? blob_hash_whole(st, f, path) : 0) < 0)
+  if (!S_ISREG(sb.st_mode))
+    count(st, &st->cache->blobs_hashed); /* a link or a directory: not ours */
+  else if ((err = blob_hash_whole(st, f, path)) < 0)
     return err;
   pthread_mutex_lock(&st->cache->mu);
   if (err == 1) {
