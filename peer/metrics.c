@@ -334,6 +334,25 @@ static void metrics_cache(const ws_cache_stats_t *cs, metrics_out_t *o) {
                   cs->capacity);
   metrics_counter(o, "weightswarm_p2pd_cache_evicted_bytes_total",
                   "Bytes evicted since start.", "counter", cs->evicted_bytes);
+  metrics_counter(o, "weightswarm_p2pd_cache_blobs_hashed_total",
+                  "Blobs hashed whole before use: no note of this cache "
+                  "vouched for them as they are.",
+                  "counter", cs->blobs_hashed);
+  metrics_counter(o, "weightswarm_p2pd_cache_blobs_discarded_total",
+                  "Blobs found not hashing to their name; removed and "
+                  "fetched again.",
+                  "counter", cs->blobs_discarded);
+  metrics_counter(o, "weightswarm_p2pd_cache_chunks_rehashed_total",
+                  "Chunks of resumed partials re-hashed (nothing this cache "
+                  "wrote proved them).",
+                  "counter", cs->chunks_rehashed);
+  metrics_counter(o, "weightswarm_p2pd_cache_chunks_dropped_total",
+                  "Of those, chunks that did not hash right; fetched again.",
+                  "counter", cs->chunks_dropped);
+  metrics_counter(o, "weightswarm_p2pd_cache_evictions_in_use_total",
+                  "Times eviction passed over a release in use (a process "
+                  "held the lock on its manifest.json).",
+                  "counter", cs->evict_in_use);
 }
 
 static void metrics_render(const metrics_job_t *job, const ws_cache_stats_t *cs,

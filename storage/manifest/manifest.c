@@ -153,6 +153,10 @@ const char *ws_manifest_name_problem(const char *name, size_t len) {
     return why;
   if (name[0] == '/')
     return "absolute path";
+  /* A path separator elsewhere: "..\\x" climbs out of the release where
+   * a copy of it is read on Windows. */
+  if (memchr(name, '\\', len) != NULL)
+    return "backslash";
   for (size_t i = 0; i <= len; i++) {
     if (i < len && name[i] != '/')
       continue;

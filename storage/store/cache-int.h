@@ -31,6 +31,7 @@ typedef struct {
   uint64_t meta_bytes;   /* manifest.json size once published */
   int pinned;
   int assembling;
+  uint64_t busy_pass; /* in use at eviction pass busy_pass: skip it */
   ws_cache_hold_t holds[WS_CACHE_HOLDS_MAX]; /* may include expired ones */
   uint32_t nholds;
   cache_item_t *files; /* unique files: sha256 + size */
@@ -47,6 +48,17 @@ struct ws_cache_s {
   size_t nrels, caprels;
   uint64_t evicted_releases;
   uint64_t evicted_bytes;
+  /* Cache trust (store_blob.c, store_file.c): blobs hashed whole before
+   * use (no note of this store bound to them, or another chunk list's),
+   * of those the ones that did not hash to their name (removed), and
+   * chunks of a resumed partial re-hashed / found bad (fetched again). */
+  uint64_t blobs_hashed;
+  uint64_t blobs_discarded;
+  uint64_t chunks_rehashed;
+  uint64_t chunks_dropped;
+  /* Automatic evictions that skipped a release in use (cache_evict.c). */
+  uint64_t evict_in_use;
+  uint64_t evict_pass; /* numbers eviction passes (cache_rel_t.busy_pass) */
 };
 
 /* Returns a new ledger for root (copied); free with cache_free. */

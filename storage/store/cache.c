@@ -221,6 +221,11 @@ void ws_cache_stats(ws_cache_t *c, ws_cache_stats_t *out) {
   s.nreleases = (uint32_t)c->nrels;
   s.evicted_releases = c->evicted_releases;
   s.evicted_bytes = c->evicted_bytes;
+  s.blobs_hashed = c->blobs_hashed;
+  s.blobs_discarded = c->blobs_discarded;
+  s.chunks_rehashed = c->chunks_rehashed;
+  s.chunks_dropped = c->chunks_dropped;
+  s.evict_in_use = c->evict_in_use;
   pthread_mutex_unlock(&c->mu);
   *out = s;
 }

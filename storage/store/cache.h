@@ -9,10 +9,11 @@
  *   1. orphans: blobs and partials that no release (published or being
  *      assembled) references;
  *   2. published releases, least recently accessed first, skipping pinned
- *      ones, held ones (a hold that has not expired, below) and the current
- *      and previous release of each model, so a rollback costs a restart,
- *      not a download. A model's releases are ranked by when each was last
- *      made current: published (became ready), or claimed again by a local
+ *      ones, held ones (a hold that has not expired, below), ones in use
+ *      (a process holds a shared flock(2) on their manifest.json) and the
+ *      current and previous release of each model, so a rollback costs a
+ *      restart, not a download. A model's releases are ranked by when each was
+ * last made current: published (became ready), or claimed again by a local
  *      prefetch or wait (ws_cache_activate) while already published.
  * Evicting a release removes releases/sha256-<digest>/ first (renamed away,
  * then deleted), then the blobs no remaining release references. A blob a
@@ -74,6 +75,18 @@ typedef struct {
   uint32_t nreleases;
   uint64_t evicted_releases; /* since open */
   uint64_t evicted_bytes;
+  /* Cache trust, since open: blobs hashed whole before use because no
+   * note of this store vouched for them as they are; of those, the ones
+   * that did not hash to their name (removed, fetched again); chunks of
+   * resumed partials re-hashed because nothing this store wrote proved
+   * them, and of those the ones that were bad (fetched again). */
+  uint64_t blobs_hashed;
+  uint64_t blobs_discarded;
+  uint64_t chunks_rehashed;
+  uint64_t chunks_dropped;
+  /* Releases automatic eviction passed over because they were in use
+   * (a process held the lock on their manifest.json), since open. */
+  uint64_t evict_in_use;
 } ws_cache_stats_t;
 
 /* [any] Ledger totals. */
@@ -122,7 +135,8 @@ int ws_cache_unhold(ws_cache_t *c, const ws_hash_t *digest,
  * when it cannot be reached (what could be evicted was). */
 int ws_cache_evict_for(ws_cache_t *c, uint64_t need) WS_MUST_USE;
 /* [worker] Evicts one published release now. Refuses a pinned or held one
- * (WS_EBUSY) unless force; refuses one being assembled (WS_EBUSY). Explicit
+ * (WS_EBUSY) unless force; refuses one being assembled or in use (a shared
+ * flock on its manifest.json), even forced (WS_EBUSY). Explicit
  * eviction may remove the current or previous release of a model. Blobs still
  * referenced by other releases stay. */
 int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest,

@@ -7,15 +7,28 @@
  * to a hidden trash name (so it disappears atomically), then deleted, then
  * the blobs nobody references any more are unlinked. A crash in between
  * leaves only orphans, which the next eviction or startup scan removes.
+ *
+ * In use: a process that serves a release holds a shared flock(2) on its
+ * releases/sha256-<hex>/manifest.json (`flock -s FILE server ...`, or the
+ * server itself). Eviction takes an exclusive one without waiting and
+ * holds it until the directory is gone: while a shared one is held the
+ * release is in use and is not evicted, automatically or on request (even
+ * forced: a lock is a live process, a hold or pin may be stale). A lock
+ * asked for while an eviction runs is granted once the release is gone,
+ * so a server checks it still exists after taking it.
  */
 #include "store-int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include "ws_log.h"
 
 static void blob_remove_locked(ws_cache_t *c, const ws_hash_t *h) {
   cache_item_t *it = cache_set_find(&c->blobs, h);
@@ -32,7 +45,7 @@ void cache_blob_drop_locked(ws_cache_t *c, const ws_hash_t *h) {
   cache_set_remove(&c->blobs, h);
   if (store_path_blob(c->root, h, path, sizeof(path)) == 0)
     (void)unlink(path);
-  if (store_path_chunklist(c->root, h, path, sizeof(path)) == 0)
+  if (store_path_note(c->root, h, path, sizeof(path)) == 0)
     (void)unlink(path);
 }
 
@@ -55,6 +68,31 @@ void cache_partial_drop_locked(ws_cache_t *c, const ws_hash_t *h) {
     (void)unlink(path);
   if (store_path_partial(c->root, h, "data", path, sizeof(path)) == 0)
     (void)unlink(path);
+}
+
+/* Takes the release's lock for eviction: 0 with *fd (-1 when there is no
+ * manifest to lock; close it once the directory is gone), WS_EBUSY when a
+ * process holds a shared lock on it (in use). */
+static int release_lock(ws_cache_t *c, const ws_hash_t *digest, int *fd) {
+  char dir[PATH_MAX], path[PATH_MAX];
+  int err;
+  *fd = -1;
+  if ((err = store_path_release(c->root, digest, dir, sizeof(dir))) != 0)
+    return err;
+  if (snprintf(path, sizeof(path), "%s/manifest.json", dir) >=
+      (int)sizeof(path))
+    return -ENAMETOOLONG;
+  if ((*fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+    return errno == ENOENT ? 0 : -errno;
+  while (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR)
+      continue;
+    err = errno == EWOULDBLOCK ? WS_EBUSY : -errno;
+    close(*fd);
+    *fd = -1;
+    return err;
+  }
+  return 0;
 }
 
 static int release_dir_remove(ws_cache_t *c, const ws_hash_t *digest) {
@@ -81,8 +119,13 @@ static int release_dir_remove(ws_cache_t *c, const ws_hash_t *digest) {
 static int release_evict_locked(ws_cache_t *c, cache_rel_t *r) {
   cache_item_t *files;
   uint32_t nfiles;
-  int err;
-  if ((err = release_dir_remove(c, &r->digest)) != 0)
+  int err, lock;
+  if ((err = release_lock(c, &r->digest, &lock)) != 0)
+    return err;
+  err = release_dir_remove(c, &r->digest);
+  if (lock >= 0)
+    close(lock);
+  if (err != 0)
     return err;
   cache_state_remove(c, &r->digest);
   c->evicted_bytes += r->meta_bytes;
@@ -126,7 +169,7 @@ static cache_rel_t *victim_pick_locked(ws_cache_t *c) {
   for (size_t i = 0; i < c->nrels; i++) {
     cache_rel_t *r = c->rels[i];
     if (r->assembling || r->pinned || cache_rel_held_locked(r, now) ||
-        cache_rel_kept_locked(c, r))
+        r->busy_pass == c->evict_pass || cache_rel_kept_locked(c, r))
       continue;
     if (best == NULL || r->accessed_ns < best->accessed_ns ||
         (r->accessed_ns == best->accessed_ns &&
@@ -140,6 +183,7 @@ int cache_evict_for_locked(ws_cache_t *c, uint64_t need) {
   int err;
   if (c->capacity == 0)
     return 0;
+  c->evict_pass++; /* releases found in use are skipped in this pass only */
   while (cache_used_locked(c) + need > c->capacity) {
     cache_rel_t *r;
     if (orphan_remove_one_locked(c))
@@ -147,7 +191,17 @@ int cache_evict_for_locked(ws_cache_t *c, uint64_t need) {
     r = victim_pick_locked(c);
     if (r == NULL)
       return WS_ENOSPACE;
-    if ((err = release_evict_locked(c, r)) != 0)
+    if ((err = release_evict_locked(c, r)) == WS_EBUSY) {
+      char hex[WS_SHA256_HEX_LEN + 1];
+      ws_hash_to_hex(&r->digest, hex);
+      WS_LOGI("cache: release sha256-%s is in use (a process holds the lock "
+              "on its manifest.json); not evicted",
+              hex);
+      r->busy_pass = c->evict_pass;
+      c->evict_in_use++;
+      continue;
+    }
+    if (err != 0)
       return err;
   }
   return 0;
@@ -175,7 +229,7 @@ int ws_cache_evict(ws_cache_t *c, const ws_hash_t *digest, int force) {
     err = WS_EBUSY;
     goto out;
   }
-  err = release_evict_locked(c, r);
+  err = release_evict_locked(c, r); /* WS_EBUSY when in use, even forced */
 out:
   pthread_mutex_unlock(&c->mu);
   return err;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "cache-int.h"
 #include "store.h"
@@ -14,12 +15,14 @@
 /* Root paths longer than this are refused so that every derived path
  * (root + "/releases/sha256-<hex>/" + a manifest name) fits in PATH_MAX. */
 #define STORE_ROOT_MAX 2048
-#define STORE_BITS_MAGIC "WSBITS03"
+#define STORE_BITS_MAGIC "WSBITS04"
 /* The bitmap file: a header (magic[8], u32 nchunks, u32 chunk_size (LE),
  * chunk-list root[32]: a bitmap resumes only for the same chunk list, see
- * store_chunk_root), then two bitmaps of one bit per chunk: "durable" and
- * "recent" (see store_file.c). */
-#define STORE_BITS_HDR 48
+ * store_chunk_root; then u64 inode and u64 ctime (ns) of the data file
+ * when the durable bitmap was last written: STORE_BITS_IDENT_OFF), then two
+ * bitmaps of one bit per chunk: "durable" and "recent" (see store_file.c). */
+#define STORE_BITS_IDENT_OFF 48
+#define STORE_BITS_HDR 64
 #define STORE_BITS_FILE_BYTES(nchunks)                                         \
   (STORE_BITS_HDR + 2 * (((uint64_t)(nchunks) + 7) / 8))
 /* Verified chunk bytes of one file between two durability checkpoints
@@ -46,10 +49,18 @@ int store_path_partial(const char *root, const ws_hash_t *h, const char *ext,
                        char *buf, size_t len);
 int store_path_release(const char *root, const ws_hash_t *digest, char *buf,
                        size_t len);
-/* blobs/chunklist/<ab>/<hex>: the note on a blob that was verified chunk by
- * chunk only (see store_blob_usable). */
-int store_path_chunklist(const char *root, const ws_hash_t *h, char *buf,
-                         size_t len);
+/* blobs/notes/<ab>/<hex>: the note this store wrote on a blob it verified
+ * (see store_blob.c). */
+int store_path_note(const char *root, const ws_hash_t *h, char *buf,
+                    size_t len);
+
+/* What a note binds of a file: a file put in its place has another inode,
+ * and a write changes mtime and ctime (ctime cannot be set back). */
+typedef struct {
+  uint64_t ino, size, mtime_ns, ctime_ns;
+} store_ident_t;
+void store_ident_of(const struct stat *sb, store_ident_t *id);
+int store_ident_eq(const store_ident_t *a, const store_ident_t *b);
 
 /* The root of f's chunk list at chunk_size: sha256 over a label, the chunk
  * size, the file size and every chunk digest in order. All zero when f has
@@ -58,20 +69,26 @@ int store_chunk_root(const ws_mfile_t *f, uint32_t chunk_size,
                      ws_hash_t *out) WS_MUST_USE;
 /* [worker] Whether the blob named by f->sha256 may serve f.
  *
- * A blob finished from verified chunks without a whole-file pass carries a
- * note with its chunk-list root. Blobs are shared by every release naming
- * the same sha256, so a manifest whose chunks disagree with its file sha256
- * could otherwise plant content under a name another release trusts. A
- * blob without a note was hashed whole; one whose note matches f's chunk
- * list is exactly what f's chunks describe. Anything else is hashed whole
- * now: a match drops the note, a mismatch removes the blob (logged) so
- * that f fetches its own. 1 usable, 0 absent or removed, <0 error. */
+ * Usable at once when its note (written by this store after verifying it)
+ * is bound to the file as it is now and says it was hashed whole or
+ * verified against f's chunk list. Anything else (no note, a note of
+ * another file or chunk list, a file changed since) is hashed whole now: a
+ * match gets a whole-file note (and a place in the ledger), a mismatch is
+ * removed (logged, counted in blobs_discarded) so that f fetches its own.
+ * 1 usable, 0 absent or removed, <0 error. Takes c->mu briefly. */
 int store_blob_usable(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size);
-/* [worker] Writes the note (durably) for a blob about to appear. */
+/* [worker] Writes (durably) the note on a blob this store just verified:
+ * root is the chunk-list root it was verified against, NULL when it was
+ * hashed whole; sb is the blob's stat as it now sits in blobs/. */
 int store_blob_note_write(ws_store_t *st, const ws_hash_t *h,
-                          const ws_hash_t *root) WS_MUST_USE;
-/* [worker] Drops the note of a blob that was just hashed whole. */
+                          const ws_hash_t *root,
+                          const struct stat *sb) WS_MUST_USE;
 void store_blob_note_drop(ws_store_t *st, const ws_hash_t *h);
+
+/* The symlink target of file f inside releases/sha256-<hex>/: "../" once
+ * per directory in its name plus two (out of sha256-<hex>/ and releases/),
+ * then blobs/sha256/<ab>/<hex>. 0 or -ENAMETOOLONG. */
+int store_release_link_target(const ws_mfile_t *f, char *target, size_t len);
 
 /* Filesystem helpers (negative errno on failure). */
 int store_fs_mkdirs(const char *path);
@@ -85,9 +102,6 @@ int store_fs_pread_all(int fd, void *buf, size_t len, uint64_t off);
 /* Writes path via path.tmp + rename; durable: fsync file and directory. */
 int store_fs_write_atomic(const char *path, const void *data, size_t len,
                           int durable);
-/* Renames from to to without ever replacing an existing to (a blob may be
- * mmapped by readers): if to exists, from is dropped instead. */
-int store_fs_link_noreplace(const char *from, const char *to);
 /* Reads a whole file of at most max bytes; *out new, NUL-terminated. */
 int store_fs_read_all(const char *path, size_t max, char **out, size_t *len);
 

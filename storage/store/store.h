@@ -101,7 +101,9 @@ int ws_store_release_lookup(ws_store_t *st, const ws_hash_t *digest, char **out,
 /* [any] Writes "<root>/blobs/sha256/<ab>/<hex>" to buf. */
 int ws_store_blob_path(const ws_store_t *st, const ws_hash_t *sha256, char *buf,
                        size_t buflen) WS_MUST_USE;
-/* [worker] 1 if the verified blob exists, 0 if not. */
+/* [worker] 1 if a file exists at the blob's name, 0 if not (it is checked
+ * against its note before any release uses it: docs/cache.md "Cache
+ * trust"). */
 int ws_store_has_blob(ws_store_t *st, const ws_hash_t *sha256);
 /* [worker] Opens a blob read-only for serving (sendfile/pread). *fd is new
  * (caller closes), *size its length. WS_ENOTFOUND if absent. */
@@ -114,8 +116,11 @@ int ws_store_blob_verify(ws_store_t *st, const ws_hash_t *sha256) WS_MUST_USE;
 
 /* [worker] Opens the partial for file f (borrowed; must outlive the handle)
  * sliced in chunk_size chunks, creating it (preallocated) if absent and
- * reading its bitmap journal if present: chunks marked done are trusted,
- * the rest must be (re)fetched. If the blob already exists the handle is
+ * reading its bitmap journal if present: chunks marked done are trusted as
+ * docs/cache.md says (durable ones while the data file is unchanged since,
+ * others once they hash right); the others must be (re)fetched. If a blob
+ * usable for f already exists (vouched for by its note, or hashed whole
+ * now; one that does not hash to its name is removed) the handle is
  * complete (ws_store_file_complete() == 1) and holds no partial.
  * *out is new; free with ws_store_file_close. */
 int ws_store_file_open(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size,
@@ -184,7 +189,7 @@ int ws_store_file_finish(ws_store_file_t *pf) WS_MUST_USE;
  * same pass; the blob appears only if every hash matches (WS_EDIGEST
  * otherwise, including a size mismatch). A redundant partial for the file
  * is dropped. No other handle may have this file open for fetching.
- * Returns 0 at once if the blob exists. */
+ * Returns 0 at once if a usable blob exists. */
 int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
                          uint32_t chunk_size, const char *src_path) WS_MUST_USE;
 /* [worker] Imports every file of m from dir/<name> and publishes the
@@ -199,7 +204,8 @@ int ws_store_release_import(ws_store_t *st, const ws_manifest_t *m,
 
 /* Process-wide hook called at every crash-relevant step with a point name:
  * "chunk-pwrite", "chunk-datasync", "chunk-bit", "finish-verified",
- * "finish-before-rename", "finish-after-rename", "publish-mid",
+ * "finish-before-rename", "finish-after-rename", "finish-noted",
+ * "publish-mid",
  * "publish-before-rename", "publish-after-rename", "evict-release-gone".
  * Tests _exit() there to simulate a crash. NULL disables. Set it before
  * other threads use the store. */

@@ -1,7 +1,8 @@
 /* store_file.c - one in-progress file: partial/<hex>.data (preallocated,
  * chunks pwritten at their offsets) and partial/<hex>.bits (bitmap journal:
- * 16-byte header, then one bit per chunk). Worker threads; several may write
- * different chunks of one handle at once (pf->mu guards the bitmap).
+ * 64-byte header, then two bitmaps of one bit per chunk). Worker threads;
+ * several may write different chunks of one handle at once (pf->mu guards
+ * the bitmap).
  *
  * Two bitmaps make a crash harmless without an fdatasync per chunk (which,
  * with the journal commit each one forces on a preallocated file, cost a
@@ -11,17 +12,23 @@
  *    cache), not necessarily the machine.
  *  - "durable": at a checkpoint (every STORE_CHECKPOINT_BYTES of verified
  *    chunks, and on close) the data is fdatasync'ed, then the bits verified
- *    so far are written here and fdatasync'ed. A durable bit never claims
- *    bytes that are not on disk.
- * On open, durable bits are trusted; a recent bit without its durable bit
- * is trusted only after the chunk on disk hashes to the manifest's chunk
- * hash (whole-file mode has the whole-file hash behind it). So after
- * kill -9 only chunks in flight are fetched again, and after a power loss
- * at most one checkpoint's worth is hashed or fetched again. The file
- * only becomes visible (blobs/) once it is verified, fsynced and made
- * read-only; the rename is the commit point. Verified means: every chunk
- * matched the manifest's chunk list (the caller hashed each one as it
- * arrived) and the blob carries a note of that list (store_blob.c), or,
+ *    so far are written here, with the data file's inode and ctime as they
+ *    are then, and fdatasync'ed. A durable bit never claims bytes that are
+ *    not on disk.
+ * On open (chunk-list mode), durable bits are trusted only when the data
+ * file still has the inode and ctime recorded with them: nothing wrote to
+ * it since (this process, another one, or a file put in its place). Any
+ * other set bit (a recent bit without its durable one, or every bit when
+ * the file changed after the record, as after kill -9 mid-fetch) is
+ * trusted only once its chunk on disk hashes to the manifest's chunk hash;
+ * whole-file mode trusts them: the whole-file hash at finish stands behind
+ * them. So after kill -9 nothing verified is fetched again (it is
+ * re-hashed), and after a power loss at most one checkpoint's worth is
+ * fetched again. The file only becomes visible (blobs/) once it is
+ * verified, fsynced and made read-only; the rename is the commit point, and
+ * the blob's note (store_blob.c) is written right after, bound to the
+ * inode this handle verified. Verified means: every chunk matched the
+ * manifest's chunk list (the caller hashed each one as it arrived), or,
  * without a chunk list or when asked to, the whole file's sha256 matched.
  */
 #include "store-int.h"
@@ -34,6 +41,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "ws_log.h"
 
 struct ws_store_file_s {
   ws_store_t *st;      /* borrowed */
@@ -51,6 +60,7 @@ struct ws_store_file_s {
   uint8_t *snap;       /* checkpoint's copy of bits */
   uint64_t pending;    /* verified chunk bytes not yet durable */
   uint32_t ndone;
+  int dirty; /* data written since its identity was last recorded */
   int complete;
   int whole;      /* hash the whole file at finish */
   ws_hash_t root; /* chunk-list root (zero in whole-file mode) */
@@ -78,7 +88,32 @@ static void ledger_partial_set(ws_store_file_t *pf) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Writes a fresh all-zero bitmap file (tmp + fsync + rename + dir fsync). */
+static void le64_put(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le64_get(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* The data file's inode and ctime as the bitmap header stores them. */
+static int data_ident(ws_store_file_t *pf, uint8_t out[16]) {
+  struct stat sb;
+  store_ident_t id;
+  if (fstat(pf->data_fd, &sb) != 0)
+    return -errno;
+  store_ident_of(&sb, &id);
+  le64_put(out, id.ino);
+  le64_put(out + 8, id.ctime_ns);
+  return 0;
+}
+
+/* Writes a fresh all-zero bitmap file (tmp + fsync + rename + dir fsync)
+ * for the data file open as pf->data_fd. */
 static int bits_create(ws_store_file_t *pf, const char *bits_path) {
   size_t n = (size_t)STORE_BITS_FILE_BYTES(pf->nchunks);
   uint8_t *buf = calloc(1, n);
@@ -89,7 +124,8 @@ static int bits_create(ws_store_file_t *pf, const char *bits_path) {
   le32_put(buf + 8, pf->nchunks);
   le32_put(buf + 12, pf->chunk_size);
   memcpy(buf + 16, pf->root.b, sizeof(pf->root.b));
-  err = store_fs_write_atomic(bits_path, buf, n, 1);
+  if ((err = data_ident(pf, buf + STORE_BITS_IDENT_OFF)) == 0)
+    err = store_fs_write_atomic(bits_path, buf, n, 1);
   free(buf);
   return err;
 }
@@ -98,14 +134,25 @@ static int bit_get(const uint8_t *bits, uint32_t j) {
   return (bits[j / 8] >> (j % 8)) & 1;
 }
 
+/* Chunk j of the data file hashes to the manifest's chunk hash. */
+static int chunk_on_disk_ok(ws_store_file_t *pf, uint32_t j) {
+  ws_hash_t h;
+  uint64_t off = (uint64_t)j * pf->chunk_size;
+  return ws_sha256_fd(pf->data_fd, off, ws_store_file_chunk_len(pf, j), &h) ==
+             0 &&
+         ws_hash_eq(&h, &pf->f->chunks[j]);
+}
+
 /* Reads the bitmaps; 0 if they are valid for this file's geometry and chunk
- * list. Recent bits without a durable one are trusted only once their chunk
- * hashes right (data_fd must be open). */
+ * list. What they claim is trusted as the top of this file says (data_fd
+ * must be open); chunks that fail their hash are dropped from both bitmaps
+ * on disk too, before anything records the data file's identity again. */
 static int bits_load(ws_store_file_t *pf, int fd) {
-  uint8_t hdr[STORE_BITS_HDR];
+  uint8_t hdr[STORE_BITS_HDR], now[16];
   struct stat sb;
   size_t nb = bits_bytes(pf->nchunks);
-  int err;
+  uint64_t rehashed = 0, dropped = 0, drop_durable = 0;
+  int err, proven;
   if (fstat(fd, &sb) != 0)
     return -errno;
   if ((uint64_t)sb.st_size != STORE_BITS_FILE_BYTES(pf->nchunks))
@@ -117,6 +164,10 @@ static int bits_load(ws_store_file_t *pf, int fd) {
       le32_get(hdr + 12) != pf->chunk_size ||
       memcmp(hdr + 16, pf->root.b, sizeof(pf->root.b)) != 0)
     return WS_ECORRUPT;
+  if ((err = data_ident(pf, now)) != 0)
+    return err;
+  proven = le64_get(hdr + STORE_BITS_IDENT_OFF) == le64_get(now) &&
+           le64_get(hdr + STORE_BITS_IDENT_OFF + 8) == le64_get(now + 8);
   if ((err = store_fs_pread_all(fd, pf->durable, nb, STORE_BITS_HDR)) != 0 ||
       (err = store_fs_pread_all(fd, pf->snap, nb, STORE_BITS_HDR + nb)) != 0)
     return err;
@@ -125,22 +176,51 @@ static int bits_load(ws_store_file_t *pf, int fd) {
     pf->durable[nb - 1] &= (uint8_t)((1u << (pf->nchunks % 8)) - 1);
     pf->snap[nb - 1] &= (uint8_t)((1u << (pf->nchunks % 8)) - 1);
   }
-  memcpy(pf->bits, pf->durable, nb);
+  memset(pf->bits, 0, nb);
   pf->ndone = 0;
   pf->pending = 0;
   for (uint32_t j = 0; j < pf->nchunks; j++) {
-    if (!bit_get(pf->durable, j) && bit_get(pf->snap, j)) {
-      uint64_t off = (uint64_t)j * pf->chunk_size;
-      uint32_t len = ws_store_file_chunk_len(pf, j);
-      ws_hash_t h;
-      if (pf->f->chunks != NULL &&
-          (ws_sha256_fd(pf->data_fd, off, len, &h) != 0 ||
-           !ws_hash_eq(&h, &pf->f->chunks[j])))
-        continue; /* lost with the machine: fetch it again */
-      pf->bits[j / 8] |= (uint8_t)(1u << (j % 8));
-      pf->pending += len;
+    int durable = bit_get(pf->durable, j);
+    if (!durable && !bit_get(pf->snap, j))
+      continue;
+    if (pf->f->chunks != NULL && (!durable || !proven)) {
+      rehashed++;
+      if (!chunk_on_disk_ok(pf, j)) {
+        /* Lost with the machine, or written by someone else: fetch it. */
+        dropped++;
+        if (durable) {
+          pf->durable[j / 8] &= (uint8_t) ~(1u << (j % 8));
+          drop_durable++;
+        }
+        continue;
+      }
     }
-    pf->ndone += bit_get(pf->bits, j);
+    pf->bits[j / 8] |= (uint8_t)(1u << (j % 8));
+    if (!durable)
+      pf->pending += ws_store_file_chunk_len(pf, j);
+    pf->ndone++;
+  }
+  /* Re-hashed chunks are proved for now: the next checkpoint records the
+   * data file's identity with them. */
+  pf->dirty = !proven;
+  if (rehashed > 0) {
+    ws_cache_t *c = pf->st->cache;
+    pthread_mutex_lock(&c->mu);
+    c->chunks_rehashed += rehashed;
+    c->chunks_dropped += dropped;
+    pthread_mutex_unlock(&c->mu);
+  }
+  if (drop_durable > 0) {
+    char hex[WS_SHA256_HEX_LEN + 1];
+    ws_hash_to_hex(&pf->f->sha256, hex);
+    WS_LOGW("partial %s: %llu chunk(s) marked durable do not hash right "
+            "(the data file changed); fetching them again",
+            hex, (unsigned long long)drop_durable);
+    if ((err = store_fs_pwrite_all(fd, pf->durable, nb, STORE_BITS_HDR)) != 0 ||
+        (err = store_fs_pwrite_all(fd, pf->bits, nb, STORE_BITS_HDR + nb)) != 0)
+      return err;
+    if (fdatasync(fd) != 0)
+      return -errno;
   }
   return 0;
 }
@@ -174,6 +254,7 @@ static int partial_load(ws_store_file_t *pf) {
   memset(pf->durable, 0, bits_bytes(pf->nchunks));
   pf->ndone = 0;
   pf->pending = 0;
+  pf->dirty = 0; /* bits_create records the identity */
   if (pf->data_fd < 0)
     pf->data_fd = open(dpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (pf->data_fd < 0)
@@ -229,6 +310,11 @@ int ws_store_file_open(ws_store_t *st, const ws_mfile_t *f, uint32_t chunk_size,
   if ((err = store_blob_usable(st, f, chunk_size)) < 0)
     goto fail;
   if (err == 1) {
+    /* A partial reserved before the blob turned out usable (found on disk
+     * while running) is not needed. */
+    pthread_mutex_lock(&st->cache->mu);
+    cache_partial_drop_locked(st->cache, &f->sha256);
+    pthread_mutex_unlock(&st->cache->mu);
     pf->complete = 1;
     pf->ndone = pf->nchunks;
     memset(pf->bits, 0xff, bits_bytes(pf->nchunks));
@@ -318,6 +404,9 @@ int ws_store_file_pwrite(ws_store_file_t *pf, const void *data, size_t len,
   if (off > pf->f->size || len > pf->f->size - off)
     return WS_EUSAGE;
   pthread_mutex_lock(&pf->wmu);
+  pthread_mutex_lock(&pf->mu);
+  pf->dirty = 1;
+  pthread_mutex_unlock(&pf->mu);
   int err = store_fs_pwrite_all(pf->data_fd, data, len, off);
   pthread_mutex_unlock(&pf->wmu);
   return err;
@@ -357,14 +446,19 @@ int ws_store_chunk_check(const void *data, size_t len,
 
 int ws_store_file_checkpoint(ws_store_file_t *pf) {
   size_t nb = bits_bytes(pf->nchunks);
+  uint8_t ident[16];
   uint64_t pend;
-  int err = 0;
+  int err = 0, dirty;
   pthread_mutex_lock(&pf->cmu);
   pthread_mutex_lock(&pf->mu);
   pend = pf->pending;
+  dirty = pf->dirty;
+  /* Cleared before the identity is read: a write after this sets it
+   * again, so the next checkpoint records the identity that write made. */
+  pf->dirty = 0;
   memcpy(pf->snap, pf->bits, nb);
   pthread_mutex_unlock(&pf->mu);
-  if (pend == 0 || pf->data_fd < 0 || pf->bits_fd < 0)
+  if ((pend == 0 && !dirty) || pf->data_fd < 0 || pf->bits_fd < 0)
     goto out;
   /* Every chunk in snap was written before its bit was set. */
   if (fdatasync(pf->data_fd) != 0) {
@@ -372,8 +466,13 @@ int ws_store_file_checkpoint(ws_store_file_t *pf) {
     goto out;
   }
   store_crash_point("checkpoint-datasync");
-  if ((err = store_fs_pwrite_all(pf->bits_fd, pf->snap, nb, STORE_BITS_HDR)) !=
-      0)
+  /* The identity after every durable chunk's write: a later write by
+   * anyone changes the ctime, and the next open re-hashes. */
+  if ((err = data_ident(pf, ident)) != 0 ||
+      (err = store_fs_pwrite_all(pf->bits_fd, ident, sizeof(ident),
+                                 STORE_BITS_IDENT_OFF)) != 0 ||
+      (err = store_fs_pwrite_all(pf->bits_fd, pf->snap, nb, STORE_BITS_HDR)) !=
+          0)
     goto out;
   if (fdatasync(pf->bits_fd) != 0) {
     err = -errno;
@@ -385,6 +484,11 @@ int ws_store_file_checkpoint(ws_store_file_t *pf) {
   pf->pending -= pend;
   pthread_mutex_unlock(&pf->mu);
 out:
+  if (err != 0) {
+    pthread_mutex_lock(&pf->mu);
+    pf->dirty = 1;
+    pthread_mutex_unlock(&pf->mu);
+  }
   pthread_mutex_unlock(&pf->cmu);
   return err;
 }
@@ -442,8 +546,8 @@ int ws_store_chunk_write(ws_store_file_t *pf, uint32_t j, const void *data,
   if (pf->f->chunks != NULL &&
       (err = ws_store_chunk_check(data, len, &pf->f->chunks[j])) != 0)
     return err;
-  if ((err = store_fs_pwrite_all(pf->data_fd, data, len,
-                                 ws_store_file_chunk_offset(pf, j))) != 0)
+  if ((err = ws_store_file_pwrite(pf, data, len,
+                                  ws_store_file_chunk_offset(pf, j))) != 0)
     return err;
   store_crash_point("chunk-pwrite");
   return ws_store_chunk_commit(pf, j);
@@ -463,6 +567,7 @@ static int finish_discard(ws_store_file_t *pf) {
 
 int ws_store_file_finish(ws_store_file_t *pf) {
   char dpath[PATH_MAX], bpath[PATH_MAX], blob[PATH_MAX];
+  struct stat sb;
   ws_hash_t h;
   ws_cache_t *c = pf->st->cache;
   int err;
@@ -485,23 +590,34 @@ int ws_store_file_finish(ws_store_file_t *pf) {
       err = finish_discard(pf);
       return err != 0 ? err : WS_EDIGEST;
     }
-  } else if ((err = store_blob_note_write(pf->st, &pf->f->sha256, &pf->root)) !=
-             0) {
-    return err;
   }
   store_crash_point("finish-verified");
   if (fsync(pf->data_fd) != 0 || fchmod(pf->data_fd, 0444) != 0)
     return -errno;
   if ((err = store_fs_mkdirs_parent(blob)) != 0)
     return err;
+  /* A stale note (of a blob removed, or of a file put here) must not
+   * vouch for what lands at the name before this file's own note. */
+  store_blob_note_drop(pf->st, &pf->f->sha256);
   store_crash_point("finish-before-rename");
-  if ((err = store_fs_link_noreplace(dpath, blob)) != 0)
-    return err;
+  /* Over whatever is at the name: only a blob no note vouches for can be
+   * there (one that is vouched for makes the open complete), so it is a
+   * file of unknown origin, placed while this one was fetched. The
+   * verified file wins; a reader of the old one keeps its inode. */
+  if (rename(dpath, blob) != 0)
+    return -errno;
   store_crash_point("finish-after-rename");
   if ((err = store_fs_fsync_parent(blob)) != 0)
     return err;
-  if (pf->whole)
-    store_blob_note_drop(pf->st, &pf->f->sha256);
+  /* The note binds the inode verified here (fstat of this handle, not of
+   * the name: a file renamed over it meanwhile gets no note). A crash
+   * before it leaves a blob without a note: hashed before its next use. */
+  if (fstat(pf->data_fd, &sb) != 0)
+    return -errno;
+  if ((err = store_blob_note_write(pf->st, &pf->f->sha256,
+                                   pf->whole ? NULL : &pf->root, &sb)) != 0)
+    return err;
+  store_crash_point("finish-noted");
   (void)unlink(bpath);
 
   pthread_mutex_lock(&pf->mu);

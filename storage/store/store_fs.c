@@ -32,9 +32,9 @@ int store_path_blob(const char *root, const ws_hash_t *h, char *buf,
   return path_fanout(root, "sha256", h, buf, len);
 }
 
-int store_path_chunklist(const char *root, const ws_hash_t *h, char *buf,
-                         size_t len) {
-  return path_fanout(root, "chunklist", h, buf, len);
+int store_path_note(const char *root, const ws_hash_t *h, char *buf,
+                    size_t len) {
+  return path_fanout(root, "notes", h, buf, len);
 }
 
 int store_path_partial(const char *root, const ws_hash_t *h, const char *ext,
@@ -243,18 +243,4 @@ cleanup_buf:
 cleanup_fd:
   close(fd);
   return err;
-}
-
-/* Moves the verified data file to its blob name without ever replacing an
- * existing blob (readers may have it mmapped). */
-int store_fs_link_noreplace(const char *from, const char *to) {
-  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
-    return 0;
-  if (errno == EEXIST)
-    return unlink(from) == 0 ? 0 : -errno;
-  if (errno != EINVAL && errno != ENOSYS)
-    return -errno;
-  if (link(from, to) != 0 && errno != EEXIST)
-    return -errno;
-  return unlink(from) == 0 ? 0 : -errno;
 }

@@ -4,8 +4,8 @@
  *
  * One pass per file: read the source in blocks, hash the whole file and
  * each chunk as the bytes go by, write them to partial/<hex>.import, and
- * only when every hash matches the manifest fsync, chmod 0444 and rename
- * into blobs/ (never replacing an existing blob). A source that differs in
+ * only when every hash matches the manifest fsync, chmod 0444, rename into
+ * blobs/ and write the blob's note (store_blob.c). A source that differs in
  * one byte leaves nothing behind but a temp file the next startup scan
  * removes. The source is never modified or moved.
  *
@@ -134,12 +134,23 @@ int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
     err = -errno;
     goto out_unlink;
   }
-  if ((err = store_fs_mkdirs_parent(blob)) != 0 ||
-      (err = store_fs_link_noreplace(tmp, blob)) != 0)
+  if ((err = store_fs_mkdirs_parent(blob)) != 0)
     goto out_unlink;
+  /* As at the end of a fetch (store_file.c): over whatever file of unknown
+   * origin is at the name, then the note bound to the inode hashed here. */
+  store_blob_note_drop(st, &f->sha256);
+  if (rename(tmp, blob) != 0) {
+    err = -errno;
+    goto out_unlink;
+  }
   if ((err = store_fs_fsync_parent(blob)) != 0)
     goto out;
-  store_blob_note_drop(st, &f->sha256); /* hashed whole just now */
+  if (fstat(dst, &sb) != 0) {
+    err = -errno;
+    goto out;
+  }
+  if ((err = store_blob_note_write(st, &f->sha256, NULL, &sb)) != 0)
+    goto out;
   /* A partial preallocated for this file (by release_begin, or an earlier
    * interrupted fetch) is now redundant: drop it and its ledger bytes. */
   if (store_path_partial(st->root, &f->sha256, "data", tmp, sizeof(tmp)) == 0)

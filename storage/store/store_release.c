@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ws_log.h"
+
 static uint64_t file_partial_bytes(const ws_mfile_t *f, uint32_t chunk_size) {
   uint64_t n = (f->size + chunk_size - 1) / chunk_size;
   return f->size + STORE_BITS_FILE_BYTES(n);
@@ -151,25 +153,29 @@ static int manifest_write(const char *dir, const char *bytes, size_t len) {
   return err;
 }
 
-/* Symlink for file f inside the snapshot dir: "../" once per directory in
- * its name plus two (out of sha256-<hex>/ and releases/), then the blob. */
-static int file_link(const char *dir, const ws_mfile_t *f, char *last_parent,
-                     size_t lplen) {
-  char path[PATH_MAX], target[PATH_MAX], hex[WS_SHA256_HEX_LEN + 1];
+int store_release_link_target(const ws_mfile_t *f, char *target, size_t len) {
+  char hex[WS_SHA256_HEX_LEN + 1];
   size_t depth = 2, off = 0;
-  const char *slash;
-  int err, n;
+  int n;
   for (const char *p = f->name; *p; p++)
     depth += (*p == '/');
-  if (depth * 3 + 80 >= sizeof(target))
+  if (depth * 3 + 80 >= len)
     return -ENAMETOOLONG;
   for (size_t i = 0; i < depth; i++, off += 3)
     memcpy(target + off, "../", 3);
   ws_hash_to_hex(&f->sha256, hex);
-  n = snprintf(target + off, sizeof(target) - off, "blobs/sha256/%.2s/%s", hex,
-               hex);
-  if (n < 0 || (size_t)n >= sizeof(target) - off)
-    return -ENAMETOOLONG;
+  n = snprintf(target + off, len - off, "blobs/sha256/%.2s/%s", hex, hex);
+  return n < 0 || (size_t)n >= len - off ? -ENAMETOOLONG : 0;
+}
+
+/* Symlink for file f inside the snapshot dir (store_release_link_target). */
+static int file_link(const char *dir, const ws_mfile_t *f, char *last_parent,
+                     size_t lplen) {
+  char path[PATH_MAX], target[PATH_MAX];
+  const char *slash;
+  int err, n;
+  if ((err = store_release_link_target(f, target, sizeof(target))) != 0)
+    return err;
   n = snprintf(path, sizeof(path), "%s/%s", dir, f->name);
   if (n < 0 || (size_t)n >= sizeof(path))
     return -ENAMETOOLONG;
@@ -211,6 +217,17 @@ out:
   return err;
 }
 
+/* 1 when the ledger has the release published (not being assembled). */
+static int release_published(ws_store_t *st, const ws_hash_t *digest) {
+  cache_rel_t *r;
+  int yes;
+  pthread_mutex_lock(&st->cache->mu);
+  r = cache_rel_find_locked(st->cache, digest);
+  yes = r != NULL && !r->assembling;
+  pthread_mutex_unlock(&st->cache->mu);
+  return yes;
+}
+
 int ws_store_release_publish(ws_store_t *st, const ws_manifest_t *m,
                              const char *manifest_bytes, size_t len) {
   char final[PATH_MAX], tmp[PATH_MAX], parent[PATH_MAX] = "";
@@ -225,8 +242,18 @@ int ws_store_release_publish(ws_store_t *st, const ws_manifest_t *m,
     return WS_EDIGEST;
   if ((err = store_path_release(st->root, &m->digest, final, sizeof(final))))
     return err;
-  if (lstat(final, &sb) == 0)
-    return release_mark_published(st, m, len);
+  if (lstat(final, &sb) == 0) {
+    if (release_published(st, &m->digest))
+      return release_mark_published(st, m, len);
+    /* Not published by this store (the ledger says so since the startup
+     * scan checked what was there): a directory of unknown origin. */
+    ws_hash_to_hex(&m->digest, hex);
+    WS_LOGW("release sha256-%s: a directory this cache did not publish is "
+            "at its name; replacing it",
+            hex);
+    if ((err = store_fs_rm_rf(final)) != 0)
+      return err;
+  }
   /* The last gate: every blob exists and may serve this manifest's chunk
    * list (a blob vouched for by another list is hashed whole here). */
   for (uint32_t i = 0; i < m->nfiles; i++) {

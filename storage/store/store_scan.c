@@ -2,7 +2,11 @@
  * is the truth; state/ only adds pins and times) and removes leftovers of
  * interrupted operations: temp files, hidden temp/trash release dirs,
  * partials whose blob already exists, bitmaps without data, releases whose
- * manifest or blobs are missing. Worker thread, before the store is shared.
+ * manifest or blobs are missing. A published release is served as soon as
+ * the store is open, so each of its blobs must be vouched for by a note
+ * this store wrote (store_blob.c), or is hashed here; a release with a blob
+ * that does not hash to its name is removed (fetched again when asked).
+ * Worker thread, before the store is shared.
  */
 #include "store-int.h"
 
@@ -14,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "ws_log.h"
 
 /* 1 if s[0..n) is exactly want lowercase hex digits. */
 static int is_hexn(const char *s, size_t n, size_t want) {
@@ -128,10 +134,27 @@ static int scan_partials(ws_cache_t *c) {
   return err;
 }
 
+/* 1 if the release directory's entry for f is the symlink publish made. */
+static int link_ok(const char *dir, const ws_mfile_t *f) {
+  char path[PATH_MAX], want[PATH_MAX], got[PATH_MAX];
+  ssize_t n;
+  if (snprintf(path, sizeof(path), "%s/%s", dir, f->name) >=
+          (int)sizeof(path) ||
+      store_release_link_target(f, want, sizeof(want)) != 0)
+    return 0;
+  n = readlink(path, got, sizeof(got) - 1);
+  if (n < 0)
+    return 0;
+  got[n] = '\0';
+  return strcmp(got, want) == 0;
+}
+
 /* Loads one published release; a release that does not check out (bytes do
- * not hash to its name, unparsable, a blob missing) is removed so that it is
+ * not hash to its name, unparsable, a file that is not the link publish
+ * made, a blob missing or not hashing to its name) is removed so that it is
  * fetched again rather than served wrong. */
-static int scan_release(ws_cache_t *c, const char *path, const char *hex) {
+static int scan_release(ws_store_t *st, const char *path, const char *hex) {
+  ws_cache_t *c = st->cache;
   char mpath[PATH_MAX];
   char *buf = NULL;
   size_t len;
@@ -149,15 +172,29 @@ static int scan_release(ws_cache_t *c, const char *path, const char *hex) {
       ws_sha256(buf, len, &h) == 0 && ws_hash_eq(&h, &digest) &&
       ws_manifest_parse(buf, len, NULL, &m, NULL, 0) == 0) {
     ok = 1;
-    for (uint32_t i = 0; i < m->nfiles && ok; i++)
+    for (uint32_t i = 0; i < m->nfiles && ok; i++) {
+      ok = link_ok(path, &m->files[i]);
+      if (!ok)
+        break;
+      pthread_mutex_lock(&c->mu);
       ok = cache_set_find(&c->blobs, &m->files[i].sha256) != NULL;
+      pthread_mutex_unlock(&c->mu);
+      /* Takes c->mu itself (counters, ledger). */
+      if (ok && (ok = store_blob_usable(st, &m->files[i], m->chunk_size)) < 0) {
+        err = ok;
+        goto cleanup;
+      }
+    }
   }
   if (!ok) {
     err = store_fs_rm_rf(path);
     goto cleanup;
   }
-  if ((err = cache_rel_add_locked(c, m, &r)) != 0)
+  pthread_mutex_lock(&c->mu);
+  if ((err = cache_rel_add_locked(c, m, &r)) != 0) {
+    pthread_mutex_unlock(&c->mu);
     goto cleanup;
+  }
   r->meta_bytes = len;
   if (stat(mpath, &sb) == 0)
     r->published_ns = (uint64_t)sb.st_mtim.tv_sec * 1000000000u +
@@ -165,13 +202,15 @@ static int scan_release(ws_cache_t *c, const char *path, const char *hex) {
   cache_state_load(c, r);
   if (r->accessed_ns == 0)
     r->accessed_ns = r->published_ns;
+  pthread_mutex_unlock(&c->mu);
 cleanup:
   ws_manifest_free(m);
   free(buf);
   return err;
 }
 
-static int scan_releases(ws_cache_t *c) {
+static int scan_releases(ws_store_t *st) {
+  ws_cache_t *c = st->cache;
   char dir[PATH_MAX];
   DIR *d;
   struct dirent *e;
@@ -190,7 +229,7 @@ static int scan_releases(ws_cache_t *c) {
         strncmp(e->d_name, ".trash-", 7) == 0)
       err = store_fs_rm_rf(path);
     else if (strncmp(e->d_name, "sha256-", 7) == 0)
-      err = scan_release(c, path, e->d_name + 7);
+      err = scan_release(st, path, e->d_name + 7);
   }
   closedir(d);
   return err;
@@ -228,17 +267,40 @@ int store_scan(ws_store_t *st) {
   static const char *const dirs[] = {"blobs/sha256", "releases", "partial",
                                      "state"};
   ws_cache_t *c = st->cache;
+  char path[PATH_MAX];
+  uint64_t hashed, discarded;
   int err = 0;
   for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-    char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s", st->root, dirs[i]);
     if ((err = store_fs_mkdirs(path)) != 0)
       return err;
   }
+  /* Notes of an older version (chunk-list roots bound to nothing): every
+   * blob without a note of this version is hashed before use instead. */
+  snprintf(path, sizeof(path), "%s/blobs/chunklist", st->root);
+  if ((err = store_fs_rm_rf(path)) != 0)
+    return err;
   pthread_mutex_lock(&c->mu);
-  if ((err = scan_blobs(c)) == 0 && (err = scan_partials(c)) == 0 &&
-      (err = scan_releases(c)) == 0)
-    scan_state(c);
+  err = scan_blobs(c);
+  if (err == 0)
+    err = scan_partials(c);
   pthread_mutex_unlock(&c->mu);
+  /* Without the ledger lock held: checking a release's blobs may hash them
+   * (store_blob_usable takes the lock for what it changes). Nothing else
+   * uses the store yet. */
+  if (err == 0 && (err = scan_releases(st)) == 0) {
+    pthread_mutex_lock(&c->mu);
+    scan_state(c);
+    pthread_mutex_unlock(&c->mu);
+  }
+  pthread_mutex_lock(&c->mu);
+  hashed = c->blobs_hashed;
+  discarded = c->blobs_discarded;
+  pthread_mutex_unlock(&c->mu);
+  if (hashed > 0)
+    WS_LOGI("cache: hashed %llu blob(s) of published releases that no note "
+            "of this cache vouched for (first start after an upgrade, or "
+            "files put there); %llu did not match and were removed",
+            (unsigned long long)hashed, (unsigned long long)discarded);
   return err;
 }

@@ -40,6 +40,10 @@ static const bad_t bad_cases[] = {
     {V1(MIB, FW("\"../../etc/passwd\"", "0")), WS_EPATH, "'..'"},
     {V1(MIB, FW("\"a/../b\"", "0")), WS_EPATH, "'..'"},
     {V1(MIB, FW("\"..\"", "0")), WS_EPATH, "'..'"},
+    /* a path separator on Windows, where releases are copied and read */
+    {V1(MIB, FW("\"..\\\\evil\"", "0")), WS_EPATH, "backslash"},
+    {V1(MIB, FW("\"a\\\\b.bin\"", "0")), WS_EPATH, "backslash"},
+    {V1(MIB, FW("\"sub/c:\\\\x\"", "0")), WS_EPATH, "backslash"},
     {V1(MIB, FW("\"./a\"", "0")), WS_EPATH, "'.'"},
     {V1(MIB, FW("\"a//b\"", "0")), WS_EPATH, "//"},
     {V1(MIB, FW("\"a/\"", "0")), WS_EPATH, "trailing"},

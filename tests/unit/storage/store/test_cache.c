@@ -181,10 +181,10 @@ static void test_assembling_files_protected(void **state) {
   size_t n;
   /* m/v5 shares v2's only file. The capacity makes begin evict v1 (the
    * LRU) and then v2, whose blob must stay because v5 needs it: v2 frees
-   * only its manifest. 50 = bitmap header (48) + two bitmaps of one byte
+   * only its manifest. 66 = bitmap header (64) + two bitmaps of one byte
    * for v5's new file. */
   rel_make(nr, "m", "v5", 6, 2);
-  ws_cache_set_capacity(c, used(fx->st) + 50 - fx->r[0].len - fx->r[1].len);
+  ws_cache_set_capacity(c, used(fx->st) + 66 - fx->r[0].len - fx->r[1].len);
   assert_int_equal(ws_store_release_begin(fx->st, nr->m), 0);
   assert_false(published(fx->st, &fx->r[0]));
   assert_false(published(fx->st, &fx->r[1]));

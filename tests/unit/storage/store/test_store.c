@@ -510,10 +510,11 @@ static void test_crash_every_step(void **state) {
     const char *point;
     int count;
   } pts[] = {
-      {"chunk-pwrite", 7},          {"chunk-bit", 7},
-      {"finish-verified", 4},       {"finish-before-rename", 4},
-      {"finish-after-rename", 4},   {"publish-mid", 1},
-      {"publish-before-rename", 1}, {"publish-after-rename", 1},
+      {"chunk-pwrite", 7},         {"chunk-bit", 7},
+      {"finish-verified", 4},      {"finish-before-rename", 4},
+      {"finish-after-rename", 4},  {"finish-noted", 4},
+      {"publish-mid", 1},          {"publish-before-rename", 1},
+      {"publish-after-rename", 1},
   };
   (void)state;
   for (size_t i = 0; i < sizeof(pts) / sizeof(pts[0]); i++)
