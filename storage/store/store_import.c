@@ -85,6 +85,25 @@ static int import_copy(import_ctx_t *x, const ws_mfile_t *f,
   return ws_hash_eq(&h, &f->sha256) ? 0 : WS_EDIGEST;
 }
 
+/* The blob of f is in place: a partial preallocated for it (by
+ * release_begin, or an earlier interrupted fetch) is now redundant, so drop
+ * it and its ledger bytes, and count the blob. */
+static int import_ledger(ws_store_t *st, const ws_mfile_t *f) {
+  char path[PATH_MAX];
+  int err;
+  if (store_path_partial(st->root, &f->sha256, "data", path, sizeof(path)) == 0)
+    (void)unlink(path);
+  if (store_path_partial(st->root, &f->sha256, "bits", path, sizeof(path)) == 0)
+    (void)unlink(path);
+  pthread_mutex_lock(&st->cache->mu);
+  cache_set_remove(&st->cache->partials, &f->sha256);
+  err = cache_set_find(&st->cache->blobs, &f->sha256) != NULL
+            ? 0
+            : cache_set_add(&st->cache->blobs, &f->sha256, f->size);
+  pthread_mutex_unlock(&st->cache->mu);
+  return err;
+}
+
 int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
                          uint32_t chunk_size, const char *src_path) {
   char tmp[PATH_MAX], blob[PATH_MAX];
@@ -151,18 +170,7 @@ int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
   }
   if ((err = store_blob_note_write(st, &f->sha256, NULL, &sb)) != 0)
     goto out;
-  /* A partial preallocated for this file (by release_begin, or an earlier
-   * interrupted fetch) is now redundant: drop it and its ledger bytes. */
-  if (store_path_partial(st->root, &f->sha256, "data", tmp, sizeof(tmp)) == 0)
-    (void)unlink(tmp);
-  if (store_path_partial(st->root, &f->sha256, "bits", tmp, sizeof(tmp)) == 0)
-    (void)unlink(tmp);
-  pthread_mutex_lock(&st->cache->mu);
-  cache_set_remove(&st->cache->partials, &f->sha256);
-  err = cache_set_find(&st->cache->blobs, &f->sha256) != NULL
-            ? 0
-            : cache_set_add(&st->cache->blobs, &f->sha256, f->size);
-  pthread_mutex_unlock(&st->cache->mu);
+  err = import_ledger(st, f);
   goto out;
 out_unlink:
   (void)unlink(tmp);
