@@ -11,6 +11,9 @@
  *                       refused), sending, closing, the rate-wait timer;
  *   neighbor_requests.c our chunk requests out to it (pipeline slots,
  *                       timeouts, cancels, endgame duplicates);
+ *   neighbor_deadline.c the chunks arriving from it and their progress
+ *                       deadlines, misses, and the neighbour slots (idle
+ *                       ones make room for newcomers);
  *   neighbor_conn.c     (neighbor_conn.h) the connection: connect, accept,
  *                       handshake outcome, close, and the dispatch of what
  *                       it sends to the modules that handle it.
@@ -297,5 +300,32 @@ void peer_requests_forget_rel(peer_neighbor_t *n,
                               const struct peer_swarm_rel_s *rel);
 /* Cancels requests not answered in PEER_REQUEST_TIMEOUT_MS; how many. */
 uint32_t peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms);
+
+/* ---- neighbor_deadline.c ------------------------------------------------ */
+
+/* The chunk (g, req_id) of digest arriving in pieces, or NULL. */
+peer_pieces_t *peer_pieces_find(peer_neighbor_t *n, const uint8_t *digest,
+                                uint32_t g, uint32_t req_id);
+/* A free slot for a chunk in pieces, or NULL. */
+peer_pieces_t *peer_pieces_free(peer_neighbor_t *n);
+/* Ends a chunk arriving in pieces (status < 0: given up, the chunk goes
+ * back to be fetched again). */
+void peer_pieces_end(peer_neighbor_t *n, peer_pieces_t *pc, int status);
+/* Chunk pc (in pieces, or n->whole) starts arriving: its deadline runs. */
+void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc);
+/* Chunk pc came whole: its rate joins the typical one; n's misses are
+ * forgiven. */
+void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc);
+/* Housekeeping of a ready neighbour: refused chunks become askable again;
+ * chunks past their progress deadline, stalled chunks in pieces and
+ * unanswered requests are asked elsewhere, and n benched or closed. */
+void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms);
+/* The slots are full and a newcomer is ready: the idlest neighbour makes
+ * room if idle long enough, else a spare slot is lent for a while
+ * (PEER_NBR_SPARE). 0 when neither. */
+int peer_neighbors_make_room(peer_neighbors_t *set, uint64_t now_ms);
+/* More neighbours ready than --max-neighbors (spare slots lent): the idle
+ * ones go, idlest first, until the count is back. */
+void peer_neighbors_trim(peer_neighbors_t *set, uint64_t now_ms);
 
 #endif

@@ -23,192 +23,6 @@
 #include "swarm/origin_share.h"
 #include "ws_log.h"
 
-/* ---- chunks in pieces --------------------------------------------------- */
-
-/* The chunk (g, req_id) of digest arriving in pieces, or NULL. */
-static peer_pieces_t *conn_pieces_find(peer_neighbor_t *n,
-                                       const uint8_t *digest, uint32_t g,
-                                       uint32_t req_id) {
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    peer_pieces_t *pc = &n->pcs[i];
-    if (pc->open && pc->g == g && pc->req_id == req_id &&
-        memcmp(pc->digest, digest, WS_PROTO_DIGEST_LEN) == 0)
-      return pc;
-  }
-  return NULL;
-}
-
-static peer_pieces_t *conn_pieces_free(peer_neighbor_t *n) {
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    if (!n->pcs[i].open)
-      return &n->pcs[i];
-  }
-  return NULL;
-}
-
-/* Ends a chunk arriving in pieces (status < 0: given up, the chunk goes
- * back to be fetched again). */
-static void conn_pieces_end(peer_neighbor_t *n, peer_pieces_t *pc, int status) {
-  peer_download_t *dl = pc->dl;
-  pc->dl = NULL;
-  pc->open = false;
-  if (n->pc == pc) {
-    n->pc = NULL;
-    n->dl = NULL;
-  }
-  peer_download_end(dl, status);
-}
-
-/* ---- progress deadlines (PEER_CHUNK_GRACE_MS in tunables.h) ------------ */
-
-/* Milliseconds chunk pc has been arriving from n, time we held n's reads
- * not counted. */
-static uint64_t conn_rx_elapsed(const peer_neighbor_t *n,
-                                const peer_pieces_t *pc, uint64_t now_ms) {
-  uint64_t held = peer_neighbor_paused(n, now_ms) - pc->paused0_ms;
-  uint64_t el = now_ms - pc->start_ms;
-  return el > held ? el - held : 0;
-}
-
-/* How long chunk pc may take from n: the floor rate, or, when another
- * neighbour holds it, a multiple of the typical time. */
-static uint64_t conn_rx_deadline(const peer_neighbor_t *n,
-                                 const peer_pieces_t *pc) {
-  uint64_t len = pc->len;
-  uint64_t d = PEER_CHUNK_GRACE_MS + len * 1000u / PEER_CHUNK_FLOOR_BPS;
-  uint64_t typ = n->set->rx_bps;
-  if (typ > 0 && peer_neighbors_other_holds(n->set, n, pc->digest, pc->g)) {
-    uint64_t rel =
-        PEER_CHUNK_GRACE_MS + PEER_CHUNK_SLOW_FACTOR * len * 1000u / typ;
-    if (rel < d)
-      d = rel;
-  }
-  return d;
-}
-
-/* Chunk pc came whole from n: its rate joins the typical one, and n has
- * delivered (its misses are forgiven). */
-static void conn_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc) {
-  peer_neighbors_t *set = n->set;
-  uint64_t el = conn_rx_elapsed(n, pc, uv_now(set->ctx->loop));
-  uint64_t bps = (uint64_t)pc->len * 1000u / (el > 0 ? el : 1);
-  if (set->rx_bps == 0)
-    set->rx_bps = bps;
-  else
-    set->rx_bps = set->rx_bps - set->rx_bps / PEER_CHUNK_RATE_EWMA +
-                  bps / PEER_CHUNK_RATE_EWMA;
-  n->misses = 0;
-}
-
-static void conn_rx_start(peer_neighbor_t *n, peer_pieces_t *pc) {
-  pc->start_ms = uv_now(n->set->ctx->loop);
-  pc->paused0_ms = peer_neighbor_paused(n, pc->start_ms);
-}
-
-/* n cannot be left to finish what it sends (a payload cannot be cut short
- * on the wire): it is closed now, and every chunk it had goes elsewhere. */
-static void conn_drop_slow(peer_neighbor_t *n, const char *why) {
-  n->set->ctx->counters.peers_dropped_slow++;
-  WS_LOGW("nbr#%llu %s: %s; closing, its chunks are asked elsewhere",
-          (unsigned long long)n->id, n->node_id, why);
-  if (n->in == PEER_NEIGHBOR_IN_CHUNK && n->pc == NULL && n->dl != NULL) {
-    peer_download_t *dl = n->dl;
-    n->dl = NULL;
-    n->whole.open = false;
-    peer_download_end(dl, WS_ETIMEOUT);
-  }
-  n->in = PEER_NEIGHBOR_IN_DISCARD;
-  peer_neighbor_set_state(n, PEER_NEIGHBOR_CLOSING);
-  wire_conn_close(n->c, WS_ETIMEOUT);
-}
-
-/* Chunk pc (n->whole or one in pieces) past its deadline at now_ms? A
- * chunk in pieces between pieces is canceled and asked elsewhere; one
- * whose payload is being read closes n. 1 when n was closed. */
-static int conn_rx_check(peer_neighbor_t *n, peer_pieces_t *pc,
-                         uint64_t now_ms) {
-  uint64_t el = conn_rx_elapsed(n, pc, now_ms), d = conn_rx_deadline(n, pc);
-  char why[160];
-  if (el <= d)
-    return 0;
-  snprintf(why, sizeof(why),
-           "chunk %u: %u of %u bytes in %llu ms (deadline %llu ms)", pc->g,
-           pc->got, pc->len, (unsigned long long)el, (unsigned long long)d);
-  int drop = peer_neighbor_missed(n, now_ms);
-  if (pc == &n->whole || (n->in == PEER_NEIGHBOR_IN_CHUNK && n->pc == pc)) {
-    conn_drop_slow(n, why);
-    return 1;
-  }
-  WS_LOGW("nbr#%llu %s: %s; asking elsewhere", (unsigned long long)n->id,
-          n->node_id, why);
-  peer_request_send_cancel(n, pc->digest, pc->g, pc->req_id);
-  peer_neighbor_hide(n, pc->digest, pc->g);
-  conn_pieces_end(n, pc, -ETIMEDOUT);
-  if (drop) {
-    conn_drop_slow(n, "missed its deadlines again");
-    return 1;
-  }
-  return 0;
-}
-
-void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms) {
-  peer_neighbor_unhide(n, now_ms);
-  if (n->whole.open && conn_rx_check(n, &n->whole, now_ms))
-    return;
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    peer_pieces_t *pc = &n->pcs[i];
-    if (!pc->open)
-      continue;
-    if (conn_rx_check(n, pc, now_ms))
-      return;
-    if (!pc->open || (n->in == PEER_NEIGHBOR_IN_CHUNK && n->pc == pc) ||
-        now_ms - pc->last_ms <= PEER_REQUEST_TIMEOUT_MS)
-      continue;
-    /* Its origin fetch stalled: ask elsewhere; later pieces are dropped. */
-    WS_LOGW("nbr#%llu %s: chunk %u: no piece in %u ms; asking elsewhere",
-            (unsigned long long)n->id, n->node_id, pc->g,
-            PEER_REQUEST_TIMEOUT_MS);
-    peer_request_send_cancel(n, pc->digest, pc->g, pc->req_id);
-    peer_neighbor_hide(n, pc->digest, pc->g);
-    conn_pieces_end(n, pc, -ETIMEDOUT);
-  }
-  /* Requests with no answer at all count as missed too. */
-  uint32_t late = peer_requests_timeouts(n, now_ms);
-  for (uint32_t i = 0; i < late; i++) {
-    if (peer_neighbor_missed(n, now_ms)) {
-      conn_drop_slow(n, "answered no request in time, again");
-      return;
-    }
-  }
-}
-
-/* n goes so that a newcomer gets its slot. */
-static void conn_evict(peer_neighbor_t *n, uint64_t now_ms) {
-  n->set->ctx->counters.peers_evicted++;
-  WS_LOGI("nbr#%llu %s: idle for %llu ms; closing to make room",
-          (unsigned long long)n->id, n->node_id,
-          (unsigned long long)(now_ms - n->useful_ms));
-  peer_neighbor_close(n, WS_BYE_IDLE);
-}
-
-void peer_neighbors_trim(peer_neighbors_t *set, uint64_t now_ms) {
-  peer_neighbor_t *v;
-  while (set->nready > set->ctx->cfg->max_neighbors &&
-         (v = peer_neighbors_idlest(set, now_ms)) != NULL)
-    conn_evict(v, now_ms);
-}
-
-/* The slots are full: the idlest neighbour makes room if idle long enough,
- * else a spare slot is lent for a while. 0 when neither. */
-static int conn_make_room(peer_neighbors_t *set, uint64_t now_ms) {
-  peer_neighbor_t *v = peer_neighbors_idlest(set, now_ms);
-  if (v != NULL) {
-    conn_evict(v, now_ms);
-    return 1;
-  }
-  return set->nready < set->ctx->cfg->max_neighbors + PEER_NBR_SPARE;
-}
-
 /* ---- frames ------------------------------------------------------------- */
 
 static void conn_on_bitfield(peer_neighbor_t *n, const ws_bitfield_msg_t *b) {
@@ -250,12 +64,12 @@ static void conn_on_have(peer_neighbor_t *n, const ws_have_t *h) {
 
 static void conn_on_reject(peer_neighbor_t *n, const ws_reject_t *rj) {
   peer_neighbors_t *set = n->set;
-  peer_pieces_t *pc = conn_pieces_find(n, rj->digest, rj->chunk, rj->req_id);
+  peer_pieces_t *pc = peer_pieces_find(n, rj->digest, rj->chunk, rj->req_id);
   if (pc != NULL) {
     /* It could not finish sending a chunk in pieces: its origin fetch of it
      * failed, or reading it did. */
     peer_neighbor_hide(n, rj->digest, rj->chunk);
-    conn_pieces_end(n, pc, WS_ECANCELED);
+    peer_pieces_end(n, pc, WS_ECANCELED);
     peer_picker_fill_all(set->picker);
     return;
   }
@@ -284,7 +98,7 @@ static void conn_reserve(peer_neighbor_t *n) {
 /* A later piece of a chunk arriving in pieces: in order, within it. Pieces
  * of other chunks may come between (at most WS_MUX_MAX open at once). */
 static void conn_on_piece(peer_neighbor_t *n, const ws_chunk_t *ch) {
-  peer_pieces_t *pc = conn_pieces_find(n, ch->digest, ch->chunk, ch->req_id);
+  peer_pieces_t *pc = peer_pieces_find(n, ch->digest, ch->chunk, ch->req_id);
   n->in = PEER_NEIGHBOR_IN_DISCARD;
   if (pc == NULL) {
     /* A chunk given up on (timed out, canceled). */
@@ -316,7 +130,7 @@ static int conn_chunk_check(peer_neighbor_t *n, int i, const ws_chunk_t *ch,
   *pc = NULL;
   if (ch->piece ? ch->len > clen : ch->len != clen)
     bad = "length";
-  else if (ch->piece && ch->len < clen && (*pc = conn_pieces_free(n)) == NULL)
+  else if (ch->piece && ch->len < clen && (*pc = peer_pieces_free(n)) == NULL)
     bad = "pieces";
   if (bad == NULL)
     return 0;
@@ -377,7 +191,7 @@ static void conn_on_chunk(peer_neighbor_t *n, const ws_chunk_t *ch) {
     pc->len = peer_file_chunk_len(file, j);
     pc->last_ms = uv_now(set->ctx->loop);
     pc->dl = dl;
-    conn_rx_start(n, pc);
+    peer_rx_start(n, pc);
   } else {
     /* Whole: its progress deadline runs from now (peer_neighbor_tick). */
     peer_pieces_t *w = &n->whole;
@@ -388,7 +202,7 @@ static void conn_on_chunk(peer_neighbor_t *n, const ws_chunk_t *ch) {
     w->got = 0;
     w->len = ch->len;
     w->dl = NULL;
-    conn_rx_start(n, w);
+    peer_rx_start(n, w);
   }
   conn_reserve(n);
 }
@@ -470,7 +284,7 @@ static void conn_chunk_failed(peer_neighbor_t *n, int rc) {
   WS_LOGW("nbr#%llu %s: receiving a chunk: %s; closing",
           (unsigned long long)n->id, n->node_id, ws_strerror(rc));
   if (n->pc != NULL)
-    conn_pieces_end(n, n->pc, rc);
+    peer_pieces_end(n, n->pc, rc);
   else
     peer_download_end(n->dl, rc);
   n->whole.open = false;
@@ -489,11 +303,11 @@ static void conn_chunk_payload_end(peer_neighbor_t *n) {
   if (pc != NULL && pc->got < pc->len)
     return; /* pc->dl waits for the next piece */
   if (pc != NULL) {
-    conn_rx_sample(n, pc);
+    peer_rx_sample(n, pc);
     pc->open = false;
     pc->dl = NULL;
   } else if (n->whole.open) {
-    conn_rx_sample(n, &n->whole);
+    peer_rx_sample(n, &n->whole);
     n->whole.open = false;
   }
   peer_download_end(dl, 0);
@@ -610,7 +424,8 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
     peer_neighbor_close(old, WS_BYE_SHUTDOWN);
   }
   uint64_t now = uv_now(set->ctx->loop);
-  if (set->nready >= cfg->max_neighbors && !conn_make_room(set, now)) {
+  if (set->nready >= cfg->max_neighbors &&
+      !peer_neighbors_make_room(set, now)) {
     conn_refuse(n, WS_BYE_SHUTDOWN);
     return;
   }
@@ -663,7 +478,7 @@ static void conn_drop_transfers(peer_neighbor_t *n) {
   }
   for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
     if (n->pcs[i].open)
-      conn_pieces_end(n, &n->pcs[i], WS_ECANCELED);
+      peer_pieces_end(n, &n->pcs[i], WS_ECANCELED);
   }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used)

@@ -39,14 +39,6 @@ int peer_neighbor_connect(peer_neighbors_t *set, const char *host,
 /* Accepts one connection from the listener. */
 int peer_neighbor_accept(peer_neighbors_t *set,
                          uv_stream_t *server) WS_MUST_USE;
-/* Housekeeping of a ready neighbour: refused chunks become askable again;
- * chunks past their progress deadline, stalled chunks in pieces and
- * unanswered requests are asked elsewhere, and n benched or closed
- * (PEER_CHUNK_GRACE_MS, PEER_NBR_BENCH_MS in tunables.h). */
-void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms);
-/* More neighbours ready than --max-neighbors (spare slots lent): the idle
- * ones go, idlest first, until the count is back (PEER_NBR_SPARE). */
-void peer_neighbors_trim(peer_neighbors_t *set, uint64_t now_ms);
 /* Stopping: GOODBYE to every neighbour (a handshake in progress is cut). */
 void peer_neighbors_stop(peer_neighbors_t *set);
 
