@@ -386,6 +386,13 @@ def test_mux_connections_that_never_read_do_not_take_every_upload_slot(
             [h.asked for h in hs]  # the attack was made
         assert lack == [], (lack, p.tail())
         assert took <= limit
+        # Nor do the hoarders keep their slots: each holds uploads and reads
+        # nothing, and is closed within PEER_UPLOAD_STALL_MS (30 s) of that.
+        deadline = time.time() + 45
+        while (p.metric("weightswarm_p2pd_peer_upload_stalls_total") < len(hs)
+               and time.time() < deadline):
+            time.sleep(0.5)
+        assert p.metric("weightswarm_p2pd_peer_upload_stalls_total") == len(hs), p.tail()
     finally:
         for h in hs:
             h.close()
