@@ -126,8 +126,8 @@ static const struct {
      "Chunk or manifest requests we refused (busy, not held).", "counter",
      offsetof(peer_counters_t, requests_rejected)},
     {"weightswarm_p2pd_peer_deadlines_missed_total",
-     "Chunk requests to peers canceled for missing their progress deadline "
-     "(or no answer in time); the chunk is asked elsewhere.",
+     "Misses by peers: a chunk past its progress deadline, or requests "
+     "left unanswered; the chunks were asked elsewhere.",
      "counter", offsetof(peer_counters_t, peer_deadline_misses)},
     {"weightswarm_p2pd_peers_dropped_slow_total",
      "Peers closed for missing progress deadlines.", "counter",

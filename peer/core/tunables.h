@@ -147,7 +147,7 @@
  * and then does not re-arm it. A floor of 128 KiB/s gives a 16 MiB chunk
  * two minutes; the relative one cuts a neighbour 16 times slower than the
  * rest within a few seconds, when someone else can serve the chunk. */
-#define PEER_CHUNK_GRACE_MS 2000u
+#define PEER_CHUNK_GRACE_MS 3000u
 #define PEER_CHUNK_FLOOR_BPS (128u * 1024u)
 #define PEER_CHUNK_SLOW_FACTOR 16u
 #define PEER_CHUNK_RATE_EWMA 8u
