@@ -133,7 +133,7 @@
  * costs the same whatever the release size. */
 #define PEER_PICK_SCAN_MAX 8192u
 /* A request with no CHUNK header after this is canceled and its chunk
- * asked elsewhere. */
+ * asked elsewhere; the neighbour has missed (PEER_NBR_BENCH_MS). */
 #define PEER_REQUEST_TIMEOUT_MS 30000u
 /* Progress deadlines of chunks from neighbours (neighbor_conn.c). Once
  * its CHUNK header came, a chunk must have arrived whole by
