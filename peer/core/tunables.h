@@ -133,8 +133,47 @@
  * costs the same whatever the release size. */
 #define PEER_PICK_SCAN_MAX 8192u
 /* A request with no CHUNK header after this is canceled and its chunk
- * asked elsewhere. */
+ * asked elsewhere; the neighbour has missed (PEER_NBR_BENCH_MS). */
 #define PEER_REQUEST_TIMEOUT_MS 30000u
+/* Progress deadlines of chunks from neighbours (neighbor_conn.c). Once
+ * its CHUNK header came, a chunk must have arrived whole by
+ *   start + PEER_CHUNK_GRACE_MS + len / PEER_CHUNK_FLOOR_BPS,
+ * and, when another neighbour holds it too, by
+ *   start + PEER_CHUNK_GRACE_MS + PEER_CHUNK_SLOW_FACTOR x len / typical,
+ * typical being the moving average rate of the chunks that came whole
+ * from neighbours (weight 1/PEER_CHUNK_RATE_EWMA per chunk). Time during
+ * which we held its reads (--download-rate, no buffer) does not count. The
+ * deadline runs from the header, whatever the bytes after it: one byte now
+ * and then does not re-arm it. A floor of 128 KiB/s gives a 16 MiB chunk
+ * two minutes; the relative one cuts a neighbour 16 times slower than the
+ * rest within a few seconds, when someone else can serve the chunk. */
+#define PEER_CHUNK_GRACE_MS 3000u
+#define PEER_CHUNK_FLOOR_BPS (128u * 1024u)
+#define PEER_CHUNK_SLOW_FACTOR 16u
+#define PEER_CHUNK_RATE_EWMA 8u
+/* A neighbour that missed a deadline (or a request timeout) is not asked
+ * for anything for PEER_NBR_BENCH_MS; PEER_NBR_MISSES_MAX misses without a
+ * chunk delivered between them close it. A chunk sent whole (no "o")
+ * cannot be cut short on the wire: missing its deadline closes at once. */
+#define PEER_NBR_BENCH_MS 10000u
+#define PEER_NBR_MISSES_MAX 2u
+/* Neighbour slots: --max-neighbors, plus PEER_NBR_SPARE for a while. When
+ * the slots are full, a new connection takes the place of the neighbour
+ * idle longest (no chunk or manifest byte either way, no transfer open)
+ * if that one has been idle PEER_NBR_IDLE_MS; else it may use a spare
+ * slot, and the tick closes idle neighbours until the count is back at
+ * --max-neighbors. Idle or hostile connections thus cannot keep a useful
+ * one out. */
+#define PEER_NBR_SPARE 4u
+#define PEER_NBR_IDLE_MS 3000u
+/* Upload slots: the last PEER_UPLOADS_SPARE of PEER_UPLOADS_MAX go only to
+ * a neighbour that holds none, so a few connections cannot take them all.
+ * A neighbour holding upload slots whose socket took no byte for
+ * PEER_UPLOAD_STALL_MS (PEER_UPLOAD_STALL_BUSY_MS while another neighbour
+ * was refused a slot) is closed: it requests and does not read. */
+#define PEER_UPLOADS_SPARE 4u
+#define PEER_UPLOAD_STALL_MS 30000u
+#define PEER_UPLOAD_STALL_BUSY_MS 5000u
 /* A sender whose chunk fails its hash is refused for this long. */
 #define PEER_BAN_MS (30u * 60u * 1000u)
 #define PEER_BANS_MAX 256u

@@ -187,13 +187,49 @@ void peer_neighbor_timer_arm(peer_neighbor_t *n, uint64_t ms) {
 void peer_neighbor_read_resume(void *arg) {
   peer_neighbor_t *n = arg;
   n->read_paused_pool = false;
+  peer_neighbor_pause_note(n);
   if (n->state == PEER_NEIGHBOR_READY && !n->read_paused_rate)
     wire_conn_read_resume(n->c);
 }
 
 void peer_neighbor_read_pause_pool(peer_neighbor_t *n) {
   n->read_paused_pool = true;
+  peer_neighbor_pause_note(n);
   wire_conn_read_pause(n->c);
+}
+
+void peer_neighbor_pause_note(peer_neighbor_t *n) {
+  bool now_paused = n->read_paused_pool || n->read_paused_rate;
+  uint64_t now = uv_now(n->set->ctx->loop);
+  if (now_paused == n->paused_now)
+    return;
+  if (now_paused)
+    n->paused_since_ms = now;
+  else
+    n->paused_ms += now - n->paused_since_ms;
+  n->paused_now = now_paused;
+}
+
+uint64_t peer_neighbor_paused(const peer_neighbor_t *n, uint64_t now_ms) {
+  return n->paused_ms + (n->paused_now ? now_ms - n->paused_since_ms : 0);
+}
+
+int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms) {
+  n->set->ctx->counters.peer_deadline_misses++;
+  if (n->busy_until_ms < now_ms + PEER_NBR_BENCH_MS)
+    n->busy_until_ms = now_ms + PEER_NBR_BENCH_MS;
+  return ++n->misses >= PEER_NBR_MISSES_MAX;
+}
+
+int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms) {
+  if (n->state != PEER_NEIGHBOR_READY || n->in != PEER_NEIGHBOR_IN_NONE ||
+      n->whole.open || n->nups > 0 || n->mani_open || n->sq_len > 0)
+    return 0;
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
+    if (n->pcs[i].open)
+      return 0;
+  }
+  return now_ms - n->useful_ms >= PEER_NBR_IDLE_MS;
 }
 
 /* ---- the set ------------------------------------------------------------ */
@@ -215,6 +251,38 @@ int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id) {
       return 1;
   }
   return 0;
+}
+
+int peer_neighbors_other_holds(const peer_neighbors_t *set,
+                               const peer_neighbor_t *n, const uint8_t *digest,
+                               uint32_t g) {
+  for (peer_neighbor_t *o = set->head; o != NULL; o = o->next) {
+    const peer_neighbor_rel_t *r;
+    if (o == n || o->state != PEER_NEIGHBOR_READY ||
+        (r = peer_neighbor_rel_find(o, digest)) == NULL || g >= r->have.nbits)
+      continue;
+    if (ws_bitfield_test(&r->have, g))
+      return 1;
+  }
+  return 0;
+}
+
+peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms) {
+  peer_neighbor_t *best = NULL;
+  for (peer_neighbor_t *n = set->head; n != NULL; n = n->next) {
+    if (peer_neighbor_idle(n, now_ms) &&
+        (best == NULL || n->useful_ms < best->useful_ms))
+      best = n;
+  }
+  return best;
+}
+
+int peer_neighbors_room(peer_neighbors_t *set, uint64_t now_ms) {
+  uint32_t max = set->ctx->cfg->max_neighbors;
+  if (set->count < max)
+    return 1;
+  return set->count < max + PEER_NBR_SPARE &&
+         peer_neighbors_idlest(set, now_ms) != NULL;
 }
 
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,

@@ -11,6 +11,9 @@
  *                       refused), sending, closing, the rate-wait timer;
  *   neighbor_requests.c our chunk requests out to it (pipeline slots,
  *                       timeouts, cancels, endgame duplicates);
+ *   neighbor_deadline.c the chunks arriving from it and their progress
+ *                       deadlines, misses, and the neighbour slots (idle
+ *                       ones make room for newcomers);
  *   neighbor_conn.c     (neighbor_conn.h) the connection: connect, accept,
  *                       handshake outcome, close, and the dispatch of what
  *                       it sends to the modules that handle it.
@@ -96,14 +99,18 @@ typedef enum {
   PEER_NEIGHBOR_IN_LAST
 } peer_neighbor_in_t;
 
-/* A chunk arriving in pieces, more to come (CHUNK with "o"). */
+/* A chunk arriving from a neighbour: in pieces, more to come (CHUNK with
+ * "o"), or whole (one payload); its progress deadline runs from start_ms
+ * (PEER_CHUNK_GRACE_MS in tunables.h). */
 typedef struct {
   bool open;
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t g, req_id;
-  uint32_t got, len; /* bytes so far, the chunk's length */
-  uint64_t last_ms;  /* last piece began */
-  struct peer_download_s *dl;
+  uint32_t got, len;          /* bytes so far, the chunk's length */
+  uint64_t last_ms;           /* last piece began */
+  uint64_t start_ms;          /* its first CHUNK header came */
+  uint64_t paused0_ms;        /* the neighbour's paused_ms then */
+  struct peer_download_s *dl; /* pieces only (whole: the neighbour's dl) */
 } peer_pieces_t;
 
 /* A request the neighbour sent us, queued for upload.c. */
@@ -129,12 +136,22 @@ struct peer_neighbor_s {
   peer_request_t reqs[PEER_PIPELINE_DEPTH];
   uint32_t nreqs;
   uint32_t next_req_id;
-  uint64_t busy_until_ms; /* it said busy */
+  uint64_t busy_until_ms; /* it said busy, or benched (missed a deadline) */
+  uint32_t misses;        /* deadlines missed since its last chunk */
+  uint64_t useful_ms;     /* ready, or a chunk/manifest byte either way */
+  /* Time its reads were held by us (--download-rate, no buffer): not its
+   * fault, so progress deadlines do not count it. */
+  uint64_t paused_ms, paused_since_ms;
+  bool paused_now;
+  /* Upload progress: bytes the socket took, when that last moved (or
+   * nothing was waiting to be written). */
+  uint64_t tx_bytes, tx_ms;
   /* receiving (neighbor_conn.c) */
   peer_neighbor_in_t in;
   struct peer_download_s *dl;    /* IN_CHUNK: where the payload goes */
   peer_pieces_t *pc;             /* IN_CHUNK: its entry in pcs, or NULL */
   peer_pieces_t pcs[WS_MUX_MAX]; /* chunks arriving in pieces */
+  peer_pieces_t whole;           /* the chunk arriving as one payload */
   char *mbuf;                    /* IN_MANIFEST */
   uint32_t mlen, mgot;
   ws_hash_t mdigest;
@@ -165,6 +182,9 @@ struct peer_neighbors_s {
   uint32_t nready;      /* PEER_NEIGHBOR_READY */
   uint32_t npreauth_in; /* accepted, not yet authenticated */
   uint64_t next_id;
+  /* Typical rate of a chunk from a neighbour (bytes/s, moving average of
+   * the chunks that came whole; 0 until one did): progress deadlines. */
+  uint64_t rx_bps;
   bool stopping;
   /* The rate-wait timer fired (set by neighbor_conn.c). */
   uv_timer_cb on_timer;
@@ -217,12 +237,31 @@ void peer_neighbor_timer_arm(peer_neighbor_t *n, uint64_t ms);
 void peer_neighbor_read_resume(void *n);
 /* Pauses reading until peer_neighbor_read_resume (no buffer). */
 void peer_neighbor_read_pause_pool(peer_neighbor_t *n);
+/* Its read-pause flags changed: keeps paused_ms (time held by us). */
+void peer_neighbor_pause_note(peer_neighbor_t *n);
+/* Milliseconds its reads have been held by us in all, up to now. */
+uint64_t peer_neighbor_paused(const peer_neighbor_t *n, uint64_t now_ms);
+/* It missed a progress deadline: benched for PEER_NBR_BENCH_MS; 1 when
+ * that makes PEER_NBR_MISSES_MAX and it should be closed. */
+int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms);
+/* 1 when n is idle (nothing open either way, no chunk or manifest byte
+ * for PEER_NBR_IDLE_MS): its slot may go to another. */
+int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms);
 /* Ready neighbour with this node id other than except, or NULL. */
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,
                                            const char *node_id,
                                            const peer_neighbor_t *except);
 /* 1 when a neighbour in any state is node_id or was dialed as it. */
 int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id);
+/* 1 when a ready neighbour other than n holds chunk g of digest. */
+int peer_neighbors_other_holds(const peer_neighbors_t *set,
+                               const peer_neighbor_t *n, const uint8_t *digest,
+                               uint32_t g);
+/* The ready neighbour idle longest among the idle ones, or NULL. */
+peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
+/* 1 when a connection more may be dialed: under --max-neighbors, or under
+ * it plus PEER_NBR_SPARE with an idle neighbour to replace. */
+int peer_neighbors_room(peer_neighbors_t *set, uint64_t now_ms);
 /* Ready neighbours holding global chunk g of the release digest. */
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,
                                 const uint8_t *digest, uint32_t total,
@@ -259,7 +298,34 @@ void peer_requests_cancel_others(peer_neighbors_t *set, peer_neighbor_t *keep,
 /* Cancels every request of n for rel (record going away). */
 void peer_requests_forget_rel(peer_neighbor_t *n,
                               const struct peer_swarm_rel_s *rel);
-/* Cancels requests not answered in PEER_REQUEST_TIMEOUT_MS. */
-void peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms);
+/* Cancels requests not answered in PEER_REQUEST_TIMEOUT_MS; how many. */
+uint32_t peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms);
+
+/* ---- neighbor_deadline.c ------------------------------------------------ */
+
+/* The chunk (g, req_id) of digest arriving in pieces, or NULL. */
+peer_pieces_t *peer_pieces_find(peer_neighbor_t *n, const uint8_t *digest,
+                                uint32_t g, uint32_t req_id);
+/* A free slot for a chunk in pieces, or NULL. */
+peer_pieces_t *peer_pieces_free(peer_neighbor_t *n);
+/* Ends a chunk arriving in pieces (status < 0: given up, the chunk goes
+ * back to be fetched again). */
+void peer_pieces_end(peer_neighbor_t *n, peer_pieces_t *pc, int status);
+/* Chunk pc (in pieces, or n->whole) starts arriving: its deadline runs. */
+void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc);
+/* Chunk pc came whole: its rate joins the typical one; n's misses are
+ * forgiven. */
+void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc);
+/* Housekeeping of a ready neighbour: refused chunks become askable again;
+ * chunks past their progress deadline, stalled chunks in pieces and
+ * unanswered requests are asked elsewhere, and n benched or closed. */
+void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms);
+/* The slots are full and a newcomer is ready: the idlest neighbour makes
+ * room if idle long enough, else a spare slot is lent for a while
+ * (PEER_NBR_SPARE). 0 when neither. */
+int peer_neighbors_make_room(peer_neighbors_t *set, uint64_t now_ms);
+/* More neighbours ready than --max-neighbors (spare slots lent): the idle
+ * ones go, idlest first, until the count is back. */
+void peer_neighbors_trim(peer_neighbors_t *set, uint64_t now_ms);
 
 #endif

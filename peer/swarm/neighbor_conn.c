@@ -23,60 +23,6 @@
 #include "swarm/origin_share.h"
 #include "ws_log.h"
 
-/* ---- chunks in pieces --------------------------------------------------- */
-
-/* The chunk (g, req_id) of digest arriving in pieces, or NULL. */
-static peer_pieces_t *conn_pieces_find(peer_neighbor_t *n,
-                                       const uint8_t *digest, uint32_t g,
-                                       uint32_t req_id) {
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    peer_pieces_t *pc = &n->pcs[i];
-    if (pc->open && pc->g == g && pc->req_id == req_id &&
-        memcmp(pc->digest, digest, WS_PROTO_DIGEST_LEN) == 0)
-      return pc;
-  }
-  return NULL;
-}
-
-static peer_pieces_t *conn_pieces_free(peer_neighbor_t *n) {
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    if (!n->pcs[i].open)
-      return &n->pcs[i];
-  }
-  return NULL;
-}
-
-/* Ends a chunk arriving in pieces (status < 0: given up, the chunk goes
- * back to be fetched again). */
-static void conn_pieces_end(peer_neighbor_t *n, peer_pieces_t *pc, int status) {
-  peer_download_t *dl = pc->dl;
-  pc->dl = NULL;
-  pc->open = false;
-  if (n->pc == pc) {
-    n->pc = NULL;
-    n->dl = NULL;
-  }
-  peer_download_end(dl, status);
-}
-
-void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms) {
-  peer_neighbor_unhide(n, now_ms);
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    peer_pieces_t *pc = &n->pcs[i];
-    if (!pc->open || (n->in == PEER_NEIGHBOR_IN_CHUNK && n->pc == pc) ||
-        now_ms - pc->last_ms <= PEER_REQUEST_TIMEOUT_MS)
-      continue;
-    /* Its origin fetch stalled: ask elsewhere; later pieces are dropped. */
-    WS_LOGW("nbr#%llu %s: chunk %u: no piece in %u ms; asking elsewhere",
-            (unsigned long long)n->id, n->node_id, pc->g,
-            PEER_REQUEST_TIMEOUT_MS);
-    peer_request_send_cancel(n, pc->digest, pc->g, pc->req_id);
-    peer_neighbor_hide(n, pc->digest, pc->g);
-    conn_pieces_end(n, pc, -ETIMEDOUT);
-  }
-  peer_requests_timeouts(n, now_ms);
-}
-
 /* ---- frames ------------------------------------------------------------- */
 
 static void conn_on_bitfield(peer_neighbor_t *n, const ws_bitfield_msg_t *b) {
@@ -118,12 +64,12 @@ static void conn_on_have(peer_neighbor_t *n, const ws_have_t *h) {
 
 static void conn_on_reject(peer_neighbor_t *n, const ws_reject_t *rj) {
   peer_neighbors_t *set = n->set;
-  peer_pieces_t *pc = conn_pieces_find(n, rj->digest, rj->chunk, rj->req_id);
+  peer_pieces_t *pc = peer_pieces_find(n, rj->digest, rj->chunk, rj->req_id);
   if (pc != NULL) {
     /* It could not finish sending a chunk in pieces: its origin fetch of it
      * failed, or reading it did. */
     peer_neighbor_hide(n, rj->digest, rj->chunk);
-    conn_pieces_end(n, pc, WS_ECANCELED);
+    peer_pieces_end(n, pc, WS_ECANCELED);
     peer_picker_fill_all(set->picker);
     return;
   }
@@ -152,7 +98,7 @@ static void conn_reserve(peer_neighbor_t *n) {
 /* A later piece of a chunk arriving in pieces: in order, within it. Pieces
  * of other chunks may come between (at most WS_MUX_MAX open at once). */
 static void conn_on_piece(peer_neighbor_t *n, const ws_chunk_t *ch) {
-  peer_pieces_t *pc = conn_pieces_find(n, ch->digest, ch->chunk, ch->req_id);
+  peer_pieces_t *pc = peer_pieces_find(n, ch->digest, ch->chunk, ch->req_id);
   n->in = PEER_NEIGHBOR_IN_DISCARD;
   if (pc == NULL) {
     /* A chunk given up on (timed out, canceled). */
@@ -184,7 +130,7 @@ static int conn_chunk_check(peer_neighbor_t *n, int i, const ws_chunk_t *ch,
   *pc = NULL;
   if (ch->piece ? ch->len > clen : ch->len != clen)
     bad = "length";
-  else if (ch->piece && ch->len < clen && (*pc = conn_pieces_free(n)) == NULL)
+  else if (ch->piece && ch->len < clen && (*pc = peer_pieces_free(n)) == NULL)
     bad = "pieces";
   if (bad == NULL)
     return 0;
@@ -245,6 +191,18 @@ static void conn_on_chunk(peer_neighbor_t *n, const ws_chunk_t *ch) {
     pc->len = peer_file_chunk_len(file, j);
     pc->last_ms = uv_now(set->ctx->loop);
     pc->dl = dl;
+    peer_rx_start(n, pc);
+  } else {
+    /* Whole: its progress deadline runs from now (peer_neighbor_tick). */
+    peer_pieces_t *w = &n->whole;
+    w->open = true;
+    memcpy(w->digest, ch->digest, WS_PROTO_DIGEST_LEN);
+    w->g = ch->chunk;
+    w->req_id = ch->req_id;
+    w->got = 0;
+    w->len = ch->len;
+    w->dl = NULL;
+    peer_rx_start(n, w);
   }
   conn_reserve(n);
 }
@@ -326,9 +284,10 @@ static void conn_chunk_failed(peer_neighbor_t *n, int rc) {
   WS_LOGW("nbr#%llu %s: receiving a chunk: %s; closing",
           (unsigned long long)n->id, n->node_id, ws_strerror(rc));
   if (n->pc != NULL)
-    conn_pieces_end(n, n->pc, rc);
+    peer_pieces_end(n, n->pc, rc);
   else
     peer_download_end(n->dl, rc);
+  n->whole.open = false;
   n->dl = NULL;
   n->in = PEER_NEIGHBOR_IN_DISCARD;
   peer_neighbor_close(n, WS_BYE_PROTOCOL);
@@ -344,8 +303,12 @@ static void conn_chunk_payload_end(peer_neighbor_t *n) {
   if (pc != NULL && pc->got < pc->len)
     return; /* pc->dl waits for the next piece */
   if (pc != NULL) {
+    peer_rx_sample(n, pc);
     pc->open = false;
     pc->dl = NULL;
+  } else if (n->whole.open) {
+    peer_rx_sample(n, &n->whole);
+    n->whole.open = false;
   }
   peer_download_end(dl, 0);
   peer_picker_fill(n->set->picker, n);
@@ -365,11 +328,15 @@ static void conn_payload_chunk(peer_neighbor_t *n, const uint8_t *data,
   uint64_t ms = peer_rate_charge(&set->down_rate, len);
   if (ms > 0 && !n->read_paused_rate) {
     n->read_paused_rate = true;
+    peer_neighbor_pause_note(n);
     wire_conn_read_pause(n->c);
     peer_neighbor_timer_arm(n, ms);
   }
+  n->useful_ms = uv_now(set->ctx->loop);
   if (n->pc != NULL)
     n->pc->got += (uint32_t)len;
+  else
+    n->whole.got += (uint32_t)len;
   if (last)
     conn_chunk_payload_end(n);
 }
@@ -382,6 +349,7 @@ static void conn_payload_manifest(peer_neighbor_t *n, const uint8_t *data,
   }
   memcpy(n->mbuf + off, data, len);
   n->mgot += (uint32_t)len;
+  n->useful_ms = uv_now(n->set->ctx->loop);
   if (last) {
     char *b = n->mbuf;
     n->mbuf = NULL;
@@ -455,11 +423,14 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
     }
     peer_neighbor_close(old, WS_BYE_SHUTDOWN);
   }
-  if (set->nready >= cfg->max_neighbors) {
+  uint64_t now = uv_now(set->ctx->loop);
+  if (set->nready >= cfg->max_neighbors &&
+      !peer_neighbors_make_room(set, now)) {
     conn_refuse(n, WS_BYE_SHUTDOWN);
     return;
   }
   peer_neighbor_set_state(n, PEER_NEIGHBOR_READY);
+  n->useful_ms = n->tx_ms = now;
   WS_LOGI("nbr#%llu %s: connected (%s:%u, %s)", (unsigned long long)n->id,
           n->node_id, n->host, n->port, n->initiator ? "dialed" : "accepted");
   swarm_rels_announce_to(set->rels, n);
@@ -485,6 +456,7 @@ static void conn_timer_cb(uv_timer_t *t) {
       peer_neighbor_timer_arm(n, ms);
     } else {
       n->read_paused_rate = false;
+      peer_neighbor_pause_note(n);
       if (!n->read_paused_pool)
         wire_conn_read_resume(n->c);
     }
@@ -498,6 +470,7 @@ static void conn_timer_closed(uv_handle_t *h) {
 
 /* What n was receiving or asking for ends with the connection. */
 static void conn_drop_transfers(peer_neighbor_t *n) {
+  n->whole.open = false;
   if (n->dl != NULL && n->pc == NULL) {
     peer_download_t *dl = n->dl;
     n->dl = NULL;
@@ -505,7 +478,7 @@ static void conn_drop_transfers(peer_neighbor_t *n) {
   }
   for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
     if (n->pcs[i].open)
-      conn_pieces_end(n, &n->pcs[i], WS_ECANCELED);
+      peer_pieces_end(n, &n->pcs[i], WS_ECANCELED);
   }
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used)

@@ -39,9 +39,6 @@ int peer_neighbor_connect(peer_neighbors_t *set, const char *host,
 /* Accepts one connection from the listener. */
 int peer_neighbor_accept(peer_neighbors_t *set,
                          uv_stream_t *server) WS_MUST_USE;
-/* Housekeeping of a ready neighbour: refused chunks become askable again,
- * stalled chunks in pieces and unanswered requests are asked elsewhere. */
-void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms);
 /* Stopping: GOODBYE to every neighbour (a handshake in progress is cut). */
 void peer_neighbors_stop(peer_neighbors_t *set);
 

@@ -131,7 +131,8 @@ void peer_requests_forget_rel(peer_neighbor_t *n,
   }
 }
 
-void peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms) {
+uint32_t peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms) {
+  uint32_t late = 0;
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
     if (n->reqs[i].used &&
         now_ms - n->reqs[i].sent_ms > PEER_REQUEST_TIMEOUT_MS) {
@@ -139,6 +140,8 @@ void peer_requests_timeouts(peer_neighbor_t *n, uint64_t now_ms) {
               (unsigned long long)n->id, n->node_id, n->reqs[i].g,
               PEER_REQUEST_TIMEOUT_MS);
       request_cancel(n, i);
+      late++;
     }
   }
+  return late;
 }

@@ -145,7 +145,7 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
   }
   for (uint32_t i = 0; i < n && !s->stopping; i++) {
     const ws_peer_info_t *p = &peers[i];
-    if (s->nbrs.count >= cfg->max_neighbors)
+    if (!peer_neighbors_room(&s->nbrs, now))
       break;
     if (p->port == 0 || strcmp(p->node_id, cfg->node_id) == 0 ||
         peer_neighbors_knows(&s->nbrs, p->node_id) ||
@@ -245,9 +245,11 @@ static void swarm_tick(uv_timer_t *t) {
   if (s->stopping || !s->ctx->running)
     return;
   for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
-    if (n->state == PEER_NEIGHBOR_READY)
+    if (n->state == PEER_NEIGHBOR_READY &&
+        !peer_upload_tick(&s->uploads, n, now))
       peer_neighbor_tick(n, now);
   }
+  peer_neighbors_trim(&s->nbrs, now); /* spare slots lent are given back */
   int renew = now - s->renew_ms >= PEER_LEASE_RENEW_MS;
   if (renew)
     s->renew_ms = now;

@@ -45,6 +45,8 @@ static void upload_mani_done(wire_conn_t *c, void *arg, int status) {
   free(mc);
   u->mani_sends--;
   n->mani_open = false;
+  if (status == 0)
+    n->useful_ms = uv_now(u->ctx->loop);
   peer_upload_next(u, n);
 }
 
@@ -201,6 +203,14 @@ static peer_upload_req_t upload_queue_take(peer_neighbor_t *n, uint32_t k) {
   return q;
 }
 
+/* Upload slots n may fill: all of them for its first upload, all but
+ * PEER_UPLOADS_SPARE for more, so that a few neighbours (say four "mux"
+ * ones with four uploads each) cannot take every slot. */
+static unsigned upload_cap(const peer_neighbor_t *n) {
+  return n->nups == 0 ? PEER_UPLOADS_MAX
+                      : PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE;
+}
+
 /* Starts what n's queue allows now. */
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
@@ -208,19 +218,51 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
          (k = upload_queue_choose(u, n)) >= 0) {
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
-        u->uploads >= PEER_UPLOADS_MAX && n->nups > 0)
+        u->uploads >= upload_cap(n) && n->nups > 0)
       break; /* the next to end makes room */
     peer_upload_req_t q = upload_queue_take(n, (uint32_t)k);
-    if (q.type == WS_MSG_MANIFEST_REQ)
+    if (q.type == WS_MSG_MANIFEST_REQ) {
       upload_manifest(u, n, &q.r);
-    else if (u->uploads < PEER_UPLOADS_MAX)
+    } else if (u->uploads < upload_cap(n)) {
+      if (n->nups == 0)
+        n->tx_ms = uv_now(u->ctx->loop); /* its write clock starts */
       peer_upload_chunk_start(u, n, &q.r);
-    else
+    } else {
       /* Every upload slot is taken: refuse the whole queue rather than
-       * hold requests whose senders could ask someone idle. */
+       * hold requests whose senders could ask someone idle; slots that
+       * do not drain are now taken back sooner (peer_upload_tick). */
+      u->contended_ms = uv_now(u->ctx->loop);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);
+    }
   }
+}
+
+int peer_upload_tick(peer_uploads_t *u, peer_neighbor_t *n, uint64_t now_ms) {
+  wire_conn_stats_t st;
+  if (n->state != PEER_NEIGHBOR_READY || n->c == NULL)
+    return 0;
+  wire_conn_stats(n->c, &st);
+  if ((n->nups == 0 && !n->mani_open) || st.sendq_bytes == 0 ||
+      st.bytes_out != n->tx_bytes) {
+    /* Nothing held, nothing waiting for it to read, or it read. */
+    n->tx_bytes = st.bytes_out;
+    n->tx_ms = now_ms;
+    return 0;
+  }
+  uint64_t limit = now_ms - u->contended_ms <= PEER_UPLOAD_STALL_BUSY_MS
+                       ? PEER_UPLOAD_STALL_BUSY_MS
+                       : PEER_UPLOAD_STALL_MS;
+  if (now_ms - n->tx_ms <= limit)
+    return 0;
+  u->ctx->counters.upload_stalls++;
+  WS_LOGW("nbr#%llu %s: read nothing of %zu bytes in %llu ms while holding "
+          "%u upload slot(s); closing",
+          (unsigned long long)n->id, n->node_id, st.sendq_bytes,
+          (unsigned long long)(now_ms - n->tx_ms), n->nups);
+  peer_neighbor_set_state(n, PEER_NEIGHBOR_CLOSING);
+  wire_conn_close(n->c, WS_ETIMEOUT);
+  return 1;
 }
 
 void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n) {

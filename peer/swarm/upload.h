@@ -5,7 +5,9 @@
  * Each neighbour has a queue of at most PEER_SERVE_QUEUE_MAX requests and
  * one upload streaming at a time (wire_conn carries one payload at a time);
  * uploads over all neighbours are capped at PEER_UPLOADS_MAX, beyond which
- * requests get REJECT busy with a retry time. To a neighbour whose BITFIELD
+ * requests get REJECT busy with a retry time; the last PEER_UPLOADS_SPARE
+ * go only to a neighbour with none, and a neighbour that holds slots and
+ * does not read is closed (peer_upload_tick). To a neighbour whose BITFIELD
  * said "mux", every chunk goes as CHUNK pieces, and up to WS_MUX_MAX
  * uploads stream at once, their pieces interleaved: at most one of a chunk
  * we hold and the rest of chunks still arriving from S3.
@@ -41,6 +43,7 @@ typedef struct peer_uploads_s {
   unsigned uploads;        /* chunk uploads streaming */
   unsigned mani_sends;     /* manifests being sent */
   unsigned alive;          /* upload objects not yet freed (shutdown) */
+  uint64_t contended_ms;   /* a request was last refused for want of a slot */
   bool stopping;
   /* An upload of n ended: its queue moves on (upload_chunk.c calls it;
    * peer_upload_next). */
@@ -61,6 +64,10 @@ void peer_upload_cancel(peer_uploads_t *u, peer_neighbor_t *n,
 /* Starts n's next uploads when it has room (after one ended, on drain,
  * after a rate wait). */
 void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n);
+/* Write-progress deadline of n's uploads: n holds upload slots and its
+ * socket took no byte for PEER_UPLOAD_STALL_MS (PEER_UPLOAD_STALL_BUSY_MS
+ * while others were refused a slot): n is closed, 1. */
+int peer_upload_tick(peer_uploads_t *u, peer_neighbor_t *n, uint64_t now_ms);
 /* n is closing: its queue is dropped, its uploads finish without it. */
 void peer_upload_detach(peer_uploads_t *u, peer_neighbor_t *n);
 /* More of chunk j of file arrived from origin, or its fetch ended: the

@@ -194,6 +194,8 @@ static void up_raw_done(wire_conn_t *c, void *arg, int status) {
   if (status == 0) {
     up->sent += b->len;
     up->u->ctx->counters.peer_tx_bytes += b->len;
+    if (up->n != NULL)
+      up->n->useful_ms = uv_now(up->u->ctx->loop);
   } else {
     up_fail(up, status);
   }

@@ -1,0 +1,137 @@
+/* test_neighbor.c - what one neighbour keeps for progress deadlines and
+ * slots (swarm/neighbor.c) on a real loop, with neighbours that are
+ * authenticated wire_conn pairs over loopback TCP (swarm_fixture.c):
+ *
+ * - a miss benches the neighbour for PEER_NBR_BENCH_MS (the picker asks it
+ *   nothing meanwhile) and the PEER_NBR_MISSES_MAX-th says close it;
+ * - time during which we held its reads (no buffer) is counted apart, so
+ *   that deadlines do not charge it to the neighbour;
+ * - a neighbour is idle only with nothing open and no useful byte for
+ *   PEER_NBR_IDLE_MS; the idlest idle one is the one to replace, and room
+ *   for a new connection is there under --max-neighbors, or up to
+ *   PEER_NBR_SPARE over it while an idle one can be replaced;
+ * - another holder of a chunk is found (the relative deadline needs one).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include "core/tunables.h"
+#include "swarm_fixture.h"
+
+static const ffx_spec_t spec[] = {{"a.bin", 4 * FFX_CS, 1}};
+
+static void hold_all(sfx_t *s, sfx_nbr_t *nb) {
+  uint32_t all[8];
+  for (uint32_t g = 0; g < s->rel->total; g++)
+    all[g] = g;
+  sfx_holds(nb, all, s->rel->total);
+}
+
+static void test_miss_benches_then_closes(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  sfx_nbr_t *nb = sfx_neighbor(s, "n1", 0);
+  hold_all(s, nb);
+  uint64_t now = uv_now(&s->fx.loop);
+  assert_int_equal(peer_neighbor_missed(&nb->n, now), 0);
+  assert_true(nb->n.busy_until_ms >= now + PEER_NBR_BENCH_MS);
+  assert_int_equal(s->fx.ctx.counters.peer_deadline_misses, 1);
+  /* Benched: the picker asks it for nothing. */
+  peer_picker_fill(&s->picker, &nb->n);
+  assert_int_equal(nb->n.nreqs, 0);
+  for (uint32_t k = 1; k < PEER_NBR_MISSES_MAX - 1; k++)
+    assert_int_equal(peer_neighbor_missed(&nb->n, now), 0);
+  assert_int_equal(peer_neighbor_missed(&nb->n, now), 1);
+  /* Bench over: asked again. */
+  nb->n.busy_until_ms = 0;
+  peer_picker_fill(&s->picker, &nb->n);
+  assert_true(nb->n.nreqs > 0);
+  sfx_teardown(s);
+}
+
+static void test_time_we_held_its_reads_is_apart(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  sfx_nbr_t *nb = sfx_neighbor(s, "n1", 0);
+  uv_loop_t *loop = &s->fx.loop;
+  uv_update_time(loop);
+  assert_int_equal(peer_neighbor_paused(&nb->n, uv_now(loop)), 0);
+  peer_neighbor_read_pause_pool(&nb->n);
+  usleep(60 * 1000);
+  uv_update_time(loop);
+  uint64_t held = peer_neighbor_paused(&nb->n, uv_now(loop));
+  assert_true(held >= 50);
+  peer_neighbor_read_resume(&nb->n);
+  uv_update_time(loop);
+  uint64_t after = peer_neighbor_paused(&nb->n, uv_now(loop));
+  usleep(60 * 1000);
+  uv_update_time(loop);
+  /* Reading again: no more time is held. */
+  assert_int_equal(peer_neighbor_paused(&nb->n, uv_now(loop)), after);
+  sfx_teardown(s);
+}
+
+static void test_idle_idlest_and_room(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  s->fx.cfg.max_neighbors = 2;
+  sfx_nbr_t *a = sfx_neighbor(s, "a", 0);
+  sfx_nbr_t *b = sfx_neighbor(s, "b", 0);
+  uv_loop_t *loop = &s->fx.loop;
+  uint64_t now = uv_now(loop) + 10 * PEER_NBR_IDLE_MS;
+  a->n.useful_ms = now - PEER_NBR_IDLE_MS + 1; /* not quite */
+  b->n.useful_ms = now - PEER_NBR_IDLE_MS;
+  assert_false(peer_neighbor_idle(&a->n, now));
+  assert_true(peer_neighbor_idle(&b->n, now));
+  /* Anything open makes it busy, however quiet. */
+  b->n.nups = 1;
+  assert_false(peer_neighbor_idle(&b->n, now));
+  assert_null(peer_neighbors_idlest(&s->set, now));
+  /* Full, nothing to replace: no room. */
+  assert_int_equal(peer_neighbors_room(&s->set, now), 0);
+  b->n.nups = 0;
+  a->n.useful_ms = now - 2 * PEER_NBR_IDLE_MS; /* idle longest */
+  assert_ptr_equal(peer_neighbors_idlest(&s->set, now), &a->n);
+  assert_int_equal(peer_neighbors_room(&s->set, now), 1);
+  /* Not beyond the spare slots, idle or not (connections being set up
+   * count too). */
+  s->set.count += PEER_NBR_SPARE;
+  assert_int_equal(peer_neighbors_room(&s->set, now), 0);
+  s->set.count -= PEER_NBR_SPARE;
+  s->fx.cfg.max_neighbors = 16;
+  assert_int_equal(peer_neighbors_room(&s->set, now), 1);
+  sfx_teardown(s);
+}
+
+static void test_other_holder(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  sfx_nbr_t *a = sfx_neighbor(s, "a", 0);
+  sfx_nbr_t *b = sfx_neighbor(s, "b", 0);
+  const uint32_t a_has[] = {0, 1}, b_has[] = {1};
+  sfx_holds(a, a_has, 2);
+  sfx_holds(b, b_has, 1);
+  const uint8_t *d = s->rel->digest.b;
+  assert_int_equal(peer_neighbors_other_holds(&s->set, &a->n, d, 0), 0);
+  assert_int_equal(peer_neighbors_other_holds(&s->set, &b->n, d, 0), 1);
+  assert_int_equal(peer_neighbors_other_holds(&s->set, &a->n, d, 1), 1);
+  assert_int_equal(peer_neighbors_other_holds(&s->set, &a->n, d, 3), 0);
+  sfx_teardown(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_miss_benches_then_closes),
+      cmocka_unit_test(test_time_we_held_its_reads_is_apart),
+      cmocka_unit_test(test_idle_idlest_and_room),
+      cmocka_unit_test(test_other_holder),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
