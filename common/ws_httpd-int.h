@@ -56,6 +56,14 @@ struct ws_httpd_s {
   ws_httpd_close_cb close_cb;
   void *close_arg;
   uint64_t next_conn_id;
+  unsigned nlive; /* connections not closing: what the caps count */
+  /* Bearer token (ws_httpd_set_auth): its BLAKE2b hash, so a comparison
+   * takes the same time whatever the presented token's length. */
+  bool auth_on;
+  bool auth_reads;
+  uint8_t auth_hash[32];
+  char **auth_open; /* owned NULL-terminated copy of open_paths */
+  ws_httpd_stats_t stats;
 };
 
 typedef struct {
@@ -100,6 +108,11 @@ void ws_httpd_handle_closed(ws_httpd_t *srv);
 const ws_httpd_route_t *ws_httpd_route_find(const ws_httpd_t *srv,
                                             const char *method,
                                             const char *path, bool *path_known);
+
+/* 1 if the request (method, path, Authorization value or NULL) may pass
+ * the token check of srv; TCP connections only. */
+bool ws_httpd_auth_ok(const ws_httpd_t *srv, const char *method,
+                      const char *path, const char *authorization);
 
 /* ---- ws_httpd_conn.c ---- */
 /* Accepts one connection from listener into a new conn (owned by srv's

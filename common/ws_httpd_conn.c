@@ -18,6 +18,16 @@
  * while waiting, so a handler's on_gone can run. The timer is armed while a
  * request is being read and while written bytes wait; a handler may take as
  * long as it likes.
+ *
+ * Deadlines (ws_httpd.h): deadline_ms is when the request being read must be
+ * complete: its headers header_timeout_ms after its first byte (after accept
+ * for the first request), then its body body_timeout_ms after the headers.
+ * Each byte re-arms the idle timer, but never past deadline_ms, so a client
+ * that trickles a byte now and then is answered 408 and closed on time.
+ * Admission (conn_admit): a new connection over max_conns or over its
+ * address's max_conns_per_addr closes the connection that has been READING
+ * the longest (read_since_ms) to take its place; with none READING, the new
+ * one is refused (503). Handlers' requests and replies are never cut.
  */
 #include "ws_httpd-int.h"
 
@@ -63,6 +73,11 @@ struct ws_httpd_conn_s {
   bool reading;       /* uv_read_start is active */
   bool peer_eof;
   bool keep_alive; /* for the reply being written */
+  bool is_unix;
+  bool counted;           /* admitted: counted in srv->nlive until closing */
+  uint64_t read_since_ms; /* entered READING (accept or reply drained) */
+  uint64_t deadline_ms;   /* the request being read is due; 0 = none yet */
+  bool deadline_body;     /* deadline_ms is the body's (else the headers') */
   http_parser parser;
   ws_httpd_req_t *req; /* being parsed or handled; the conn holds one ref */
   bool req_ready;      /* parsed completely, not yet dispatched */
@@ -73,6 +88,7 @@ struct ws_httpd_conn_s {
   unsigned pending_writes;
   size_t in_len;
   char peer[64];
+  char addr[INET6_ADDRSTRLEN]; /* client IP for the per-address cap */
   char in[WS_HTTPD_INBUF_BYTES];
 };
 
@@ -90,9 +106,17 @@ static void conn_set_state(ws_httpd_conn_t *conn, conn_state_t next) {
 
 static void conn_on_timeout(uv_timer_t *t);
 
+/* The idle timeout, cut short by the request's deadline while reading. */
 static void conn_timer_arm(ws_httpd_conn_t *conn) {
-  uv_timer_start(&conn->timer, conn_on_timeout, conn->srv->cfg.idle_timeout_ms,
-                 0);
+  uint64_t delay = conn->srv->cfg.idle_timeout_ms;
+
+  if (conn->state == CONN_READING && conn->deadline_ms != 0) {
+    uint64_t now = uv_now(conn->srv->loop);
+    uint64_t left = conn->deadline_ms > now ? conn->deadline_ms - now : 0;
+    if (left < delay)
+      delay = left;
+  }
+  uv_timer_start(&conn->timer, conn_on_timeout, delay, 0);
 }
 
 static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -142,8 +166,11 @@ static void conn_write_drained(ws_httpd_conn_t *conn) {
     return;
   }
   conn_set_state(conn, CONN_READING);
-  conn_timer_arm(conn);
+  conn->read_since_ms = uv_now(conn->srv->loop);
+  conn->deadline_ms = 0; /* the next request's first byte sets it */
   conn_parse(conn);
+  if (conn->state == CONN_READING)
+    conn_timer_arm(conn);
 }
 
 static void conn_on_write(uv_write_t *w, int status) {
@@ -222,9 +249,11 @@ void ws_httpd_conn_stream_started(ws_httpd_conn_t *conn) {
   conn_set_state(conn, CONN_STREAMING);
 }
 
-/* Answers a request the server rejects itself, then closes. */
+/* Answers a request the server rejects itself, then closes. extra: one
+ * more "Name: value" header line, or NULL. */
 static void conn_fail(ws_httpd_conn_t *conn, int status, int err,
-                      const char *message) {
+                      const char *message, const char *extra) {
+  char *extra_hdrs[1] = {(char *)extra};
   ws_httpd_wbuf_t *wb;
   size_t len = 0;
   char *body;
@@ -237,7 +266,8 @@ static void conn_fail(ws_httpd_conn_t *conn, int status, int err,
   body = ws_httpd_error_body(err, message, &len);
   wb = body == NULL ? NULL
                     : ws_httpd_resp_build(status, "application/json", body, len,
-                                          WS_HTTPD_BODY_LENGTH, false, NULL, 0);
+                                          WS_HTTPD_BODY_LENGTH, false,
+                                          extra_hdrs, extra != NULL ? 1 : 0);
   free(body);
   if (wb == NULL || ws_httpd_conn_write(conn, wb) < 0) {
     ws_httpd_conn_close(conn);
@@ -270,6 +300,11 @@ static int on_message_begin(http_parser *p) {
   }
   conn->hdr_phase = 0;
   conn->hdr_indexed = false;
+  if (conn->deadline_ms == 0) { /* a keep-alive request's first byte */
+    conn->deadline_ms =
+        uv_now(conn->srv->loop) + conn->srv->cfg.header_timeout_ms;
+    conn->deadline_body = false;
+  }
   return 0;
 }
 
@@ -328,6 +363,14 @@ static int on_headers_complete(http_parser *p) {
     conn->parse_status = 400;
     return -1;
   }
+  /* Before the body is read: an anonymous client cannot make the server
+   * buffer one. */
+  if (!conn->is_unix &&
+      !ws_httpd_auth_ok(conn->srv, req->method, req->path,
+                        ws_httpd_req_header(req, "Authorization"))) {
+    conn->parse_status = 401;
+    return -1;
+  }
   if (p->content_length != ULLONG_MAX &&
       p->content_length > conn->srv->cfg.max_body_bytes) {
     conn->parse_status = 413;
@@ -335,6 +378,11 @@ static int on_headers_complete(http_parser *p) {
   }
   has_body = (p->content_length != ULLONG_MAX && p->content_length > 0) ||
              (p->flags & F_CHUNKED);
+  if (has_body) {
+    conn->deadline_ms =
+        uv_now(conn->srv->loop) + conn->srv->cfg.body_timeout_ms;
+    conn->deadline_body = true;
+  }
   expect = ws_httpd_req_header(req, "Expect");
   if (has_body && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
       p->http_minor >= 1) {
@@ -368,6 +416,7 @@ static int on_message_complete(http_parser *p) {
 
   conn->req->keep_alive = http_should_keep_alive(p) != 0;
   conn->req_ready = true;
+  conn->deadline_ms = 0;
   /* Pause so execute returns here: the handler runs outside the parser. */
   http_parser_pause(p, 1);
   return 0;
@@ -426,6 +475,13 @@ static void conn_parse(ws_httpd_conn_t *conn) {
     }
     if (e != HPE_OK) {
       int status = conn->parse_status ? conn->parse_status : 400;
+      if (status == 401) {
+        conn->srv->stats.unauthorized++;
+        conn_fail(conn, 401, WS_EAUTH,
+                  "missing or wrong API token (Authorization: Bearer TOKEN)",
+                  "WWW-Authenticate: Bearer realm=\"weightswarm\"");
+        return;
+      }
       conn_fail(conn, status,
                 status == 413 || status == 431 ? WS_ELIMIT
                 : status == 400                ? WS_EBADMSG
@@ -433,7 +489,8 @@ static void conn_parse(ws_httpd_conn_t *conn) {
                 status == 413   ? "request body too large"
                 : status == 431 ? "request headers too large"
                 : status == 400 ? http_errno_description(e)
-                                : "out of memory");
+                                : "out of memory",
+                NULL);
       return;
     }
     if (n == 0)
@@ -467,8 +524,9 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   conn->in_len += (size_t)nread;
   if (conn->state == CONN_READING) {
-    conn_timer_arm(conn);
     conn_parse(conn);
+    if (conn->state == CONN_READING)
+      conn_timer_arm(conn); /* progress, but never past the deadline */
   } else {
     conn_update_reading(conn);
   }
@@ -481,8 +539,16 @@ static void conn_on_timeout(uv_timer_t *t) {
           (unsigned long long)conn->id, conn->peer, k_state_name[conn->state]);
   /* Half a request after the timeout gets a 408; an idle keep-alive
    * connection or a stalled writer is just closed. */
+  bool late = conn->state == CONN_READING && conn->deadline_ms != 0 &&
+              uv_now(conn->srv->loop) >= conn->deadline_ms;
+  if (late)
+    conn->srv->stats.deadline_closed++;
   if (conn->state == CONN_READING && (conn->req != NULL || conn->in_len > 0))
-    conn_fail(conn, 408, WS_ETIMEOUT, "request not received in time");
+    conn_fail(conn, 408, WS_ETIMEOUT,
+              !late                 ? "request not received in time"
+              : conn->deadline_body ? "request body not received in time"
+                                    : "request headers not received in time",
+              NULL);
   else
     ws_httpd_conn_close(conn);
 }
@@ -519,6 +585,10 @@ void ws_httpd_conn_close(ws_httpd_conn_t *conn) {
   if (conn->state == CONN_CLOSING)
     return;
   conn_set_state(conn, CONN_CLOSING);
+  if (conn->counted) {
+    conn->counted = false;
+    conn->srv->nlive--;
+  }
   if (conn->req != NULL)
     conn->req->conn = NULL; /* gone: later replies are dropped */
   conn->reading = false;
@@ -532,55 +602,84 @@ void ws_httpd_conn_close_all(ws_httpd_t *srv) {
     ws_httpd_conn_close(c);
 }
 
-typedef struct {
-  ws_httpd_sock_t sock;
-  ws_httpd_t *srv;
-} conn_reject_t;
-
-static void conn_reject_closed(uv_handle_t *h) {
-  conn_reject_t *r = (conn_reject_t *)h;
-  ws_httpd_t *srv = r->srv;
-
-  free(r);
-  ws_httpd_handle_closed(srv);
-}
-
 static int conn_sock_init(ws_httpd_t *srv, ws_httpd_sock_t *sock,
                           bool is_unix) {
   return is_unix ? uv_pipe_init(srv->loop, &sock->pipe, 0)
                  : uv_tcp_init(srv->loop, &sock->tcp);
 }
 
-/* Over the connection cap: accept (so the client is not left hanging in
- * the backlog), say 503 if the socket takes it at once, and close. */
-static int conn_reject(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
-  static const char k_body[] =
-      "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"too many "
-      "connections\"}}";
-  char busy[256];
+/* Says 503 if the socket takes it at once (nothing is queued: the conn is
+ * closed right after), and closes conn. */
+static void conn_busy_close(ws_httpd_conn_t *conn, const char *message) {
+  char body[160], busy[352];
+  int bn = snprintf(body, sizeof(body),
+                    "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"%s\"}}",
+                    message);
   int n = snprintf(busy, sizeof(busy),
                    "HTTP/1.1 503 Service Unavailable\r\n"
                    "Content-Type: application/json\r\n"
-                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                   sizeof(k_body) - 1, k_body);
-  conn_reject_t *r = calloc(1, sizeof(*r));
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                   bn, body);
   uv_buf_t b = uv_buf_init(busy, (unsigned)n);
-  int rc;
 
-  if (r == NULL)
-    return -ENOMEM;
-  r->srv = srv;
-  rc = conn_sock_init(srv, &r->sock, is_unix);
-  if (rc < 0) {
-    free(r);
-    return rc;
+  if (conn->pending_writes == 0 && bn > 0 && (size_t)bn < sizeof(body) &&
+      n > 0 && (size_t)n < sizeof(busy))
+    (void)uv_try_write(&conn->sock.stream, &b, 1);
+  ws_httpd_conn_close(conn);
+}
+
+/* The READING connection (other than fresh) that has been reading the
+ * longest, among all or only those from fresh's address; NULL if none. */
+static ws_httpd_conn_t *
+conn_victim(ws_httpd_t *srv, const ws_httpd_conn_t *fresh, bool same_addr) {
+  ws_httpd_conn_t *best = NULL;
+
+  for (ws_httpd_conn_t *c = srv->conns; c != NULL; c = c->next) {
+    if (c == fresh || c->state != CONN_READING || !c->counted)
+      continue;
+    if (same_addr && (c->is_unix || strcmp(c->addr, fresh->addr) != 0))
+      continue;
+    if (best == NULL || c->read_since_ms < best->read_since_ms ||
+        (c->read_since_ms == best->read_since_ms && c->id < best->id))
+      best = c;
   }
-  srv->open_handles++;
-  rc = uv_accept(listener, &r->sock.stream);
-  if (rc == 0)
-    (void)uv_try_write(&r->sock.stream, &b, 1);
-  uv_close(&r->sock.handle, conn_reject_closed);
-  return rc < 0 ? rc : WS_EBUSY;
+  return best;
+}
+
+/* Lets fresh in under max_conns and max_conns_per_addr, closing the
+ * longest reader to make room when needed. 0, or WS_EBUSY (refuse it). */
+static int conn_admit(ws_httpd_t *srv, ws_httpd_conn_t *fresh) {
+  unsigned same = 0;
+  ws_httpd_conn_t *victim = NULL;
+
+  if (!fresh->is_unix) {
+    for (ws_httpd_conn_t *c = srv->conns; c != NULL; c = c->next)
+      if (c != fresh && c->counted && !c->is_unix &&
+          strcmp(c->addr, fresh->addr) == 0)
+        same++;
+  }
+  if (same >= srv->cfg.max_conns_per_addr) {
+    victim = conn_victim(srv, fresh, true);
+    if (victim == NULL)
+      return WS_EBUSY;
+  } else if (srv->nlive >= srv->cfg.max_conns) {
+    victim = conn_victim(srv, fresh, false);
+    if (victim == NULL)
+      return WS_EBUSY;
+  }
+  if (victim != NULL) {
+    WS_LOGD("%s conn#%llu peer=%s: closed for conn#%llu peer=%s (%s since "
+            "%llu ms)",
+            srv->cfg.name, (unsigned long long)victim->id, victim->peer,
+            (unsigned long long)fresh->id, fresh->peer,
+            k_state_name[victim->state],
+            (unsigned long long)(uv_now(srv->loop) - victim->read_since_ms));
+    srv->stats.evicted++;
+    conn_busy_close(victim, "connection closed to make room for another");
+  }
+  fresh->counted = true;
+  srv->nlive++;
+  return 0;
 }
 
 static void conn_peer_name(ws_httpd_conn_t *conn, bool is_unix) {
@@ -592,14 +691,17 @@ static void conn_peer_name(ws_httpd_conn_t *conn, bool is_unix) {
   if (is_unix ||
       uv_tcp_getpeername(&conn->sock.tcp, (struct sockaddr *)&ss, &len) < 0)
     return;
+  conn->addr[0] = '\0';
   if (ss.ss_family == AF_INET6) {
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
     uv_ip6_name(a6, ip, sizeof(ip));
+    snprintf(conn->addr, sizeof(conn->addr), "%s", ip);
     port = ntohs(a6->sin6_port);
     snprintf(conn->peer, sizeof(conn->peer), "[%s]:%d", ip, port);
   } else {
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     uv_ip4_name(a4, ip, sizeof(ip));
+    snprintf(conn->addr, sizeof(conn->addr), "%s", ip);
     port = ntohs(a4->sin_port);
     snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
   }
@@ -609,8 +711,6 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   ws_httpd_conn_t *conn;
   int rc;
 
-  if (srv->nconns >= srv->cfg.max_conns)
-    return conn_reject(srv, listener, is_unix);
   conn = calloc(1, sizeof(*conn));
   if (conn == NULL)
     return -ENOMEM;
@@ -626,7 +726,12 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   conn->id = ++srv->next_conn_id;
   conn->pending_closes = 2;
   conn->state = CONN_READING;
+  conn->is_unix = is_unix;
+  conn->read_since_ms = uv_now(srv->loop);
+  conn->deadline_ms = conn->read_since_ms + srv->cfg.header_timeout_ms;
   snprintf(conn->peer, sizeof(conn->peer), "?");
+  /* Until getpeername says otherwise, all such clients share one cap. */
+  snprintf(conn->addr, sizeof(conn->addr), "?");
   http_parser_init(&conn->parser, HTTP_REQUEST);
   conn->parser.data = conn;
   /* From here the conn is on the list and freed only by its close. */
@@ -642,6 +747,11 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
     return rc;
   }
   conn_peer_name(conn, is_unix);
+  if (conn_admit(srv, conn) < 0) {
+    srv->stats.refused++;
+    conn_busy_close(conn, "too many connections");
+    return WS_EBUSY;
+  }
   WS_LOGD("%s conn#%llu peer=%s: accepted", srv->cfg.name,
           (unsigned long long)conn->id, conn->peer);
   conn_timer_arm(conn);
