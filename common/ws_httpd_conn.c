@@ -24,7 +24,7 @@
  * for the first request), then its body body_timeout_ms after the headers.
  * Each byte re-arms the idle timer, but never past deadline_ms, so a client
  * that trickles a byte now and then is answered 408 and closed on time.
- * Admission (conn_admit): a new connection over max_conns or over its
+ * Admission (ws_httpd_admit.c): a new connection over max_conns or over its
  * address's max_conns_per_addr closes the connection that has been READING
  * the longest (read_since_ms) to take its place; with none READING, the new
  * one is refused (503). Handlers' requests and replies are never cut.
@@ -39,16 +39,7 @@
 
 #include "ws_log.h"
 
-typedef enum {
-  CONN_READING,
-  CONN_HANDLING,
-  CONN_STREAMING,
-  CONN_WRITING,
-  CONN_CLOSING,
-  CONN_STATE_LAST
-} conn_state_t;
-
-static const char *const k_state_name[CONN_STATE_LAST] = {
+const char *const ws_httpd_conn_state_name[CONN_STATE_LAST] = {
     "reading", "handling", "streaming", "writing", "closing"};
 
 /* Bit t of k_legal[s] allows s -> t. */
@@ -62,43 +53,14 @@ static const unsigned k_legal[CONN_STATE_LAST] = {
     [CONN_CLOSING] = 0,
 };
 
-struct ws_httpd_conn_s {
-  ws_httpd_sock_t sock; /* handle data = this conn */
-  uv_timer_t timer;     /* idle / read / write-stall timeout */
-  ws_httpd_t *srv;      /* borrowed; outlives the conn */
-  ws_httpd_conn_t *prev, *next;
-  uint64_t id;
-  conn_state_t state;
-  int pending_closes; /* sock + timer close callbacks still to run */
-  bool reading;       /* uv_read_start is active */
-  bool peer_eof;
-  bool keep_alive; /* for the reply being written */
-  bool is_unix;
-  bool counted;           /* admitted: counted in srv->nlive until closing */
-  uint64_t read_since_ms; /* entered READING (accept or reply drained) */
-  uint64_t deadline_ms;   /* the request being read is due; 0 = none yet */
-  bool deadline_body;     /* deadline_ms is the body's (else the headers') */
-  http_parser parser;
-  ws_httpd_req_t *req; /* being parsed or handled; the conn holds one ref */
-  bool req_ready;      /* parsed completely, not yet dispatched */
-  int parse_status;    /* answer chosen by a parser callback; 0 = 400 */
-  int hdr_phase;       /* 0 url, 1 header name, 2 header value */
-  bool hdr_indexed;    /* current header gets a slot in req->hdrs */
-  size_t wq_bytes;     /* queued, not yet written */
-  unsigned pending_writes;
-  size_t in_len;
-  char peer[64];
-  char addr[INET6_ADDRSTRLEN]; /* client IP for the per-address cap */
-  char in[WS_HTTPD_INBUF_BYTES];
-};
-
 static void conn_parse(ws_httpd_conn_t *conn);
 
 static void conn_set_state(ws_httpd_conn_t *conn, conn_state_t next) {
   assert(k_legal[conn->state] & (1u << next));
   WS_LOGD("%s conn#%llu peer=%s: %s -> %s", conn->srv->cfg.name,
-          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state],
-          k_state_name[next]);
+          (unsigned long long)conn->id, conn->peer,
+          ws_httpd_conn_state_name[conn->state],
+          ws_httpd_conn_state_name[next]);
   conn->state = next;
 }
 
@@ -536,7 +498,8 @@ static void conn_on_timeout(uv_timer_t *t) {
   ws_httpd_conn_t *conn = t->data;
 
   WS_LOGD("%s conn#%llu peer=%s: timeout while %s", conn->srv->cfg.name,
-          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state]);
+          (unsigned long long)conn->id, conn->peer,
+          ws_httpd_conn_state_name[conn->state]);
   /* Half a request after the timeout gets a 408; an idle keep-alive
    * connection or a stalled writer is just closed. */
   bool late = conn->state == CONN_READING && conn->deadline_ms != 0 &&
@@ -608,105 +571,6 @@ static int conn_sock_init(ws_httpd_t *srv, ws_httpd_sock_t *sock,
                  : uv_tcp_init(srv->loop, &sock->tcp);
 }
 
-/* Says 503 if the socket takes it at once (nothing is queued: the conn is
- * closed right after), and closes conn. */
-static void conn_busy_close(ws_httpd_conn_t *conn, const char *message) {
-  char body[160], busy[352];
-  int bn = snprintf(body, sizeof(body),
-                    "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"%s\"}}",
-                    message);
-  int n = snprintf(busy, sizeof(busy),
-                   "HTTP/1.1 503 Service Unavailable\r\n"
-                   "Content-Type: application/json\r\n"
-                   "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-                   bn, body);
-  uv_buf_t b = uv_buf_init(busy, (unsigned)n);
-
-  if (conn->pending_writes == 0 && bn > 0 && (size_t)bn < sizeof(body) &&
-      n > 0 && (size_t)n < sizeof(busy))
-    (void)uv_try_write(&conn->sock.stream, &b, 1);
-  ws_httpd_conn_close(conn);
-}
-
-/* The READING connection (other than fresh) that has been reading the
- * longest, among all or only those from fresh's address; NULL if none. */
-static ws_httpd_conn_t *
-conn_victim(ws_httpd_t *srv, const ws_httpd_conn_t *fresh, bool same_addr) {
-  ws_httpd_conn_t *best = NULL;
-
-  for (ws_httpd_conn_t *c = srv->conns; c != NULL; c = c->next) {
-    if (c == fresh || c->state != CONN_READING || !c->counted)
-      continue;
-    if (same_addr && (c->is_unix || strcmp(c->addr, fresh->addr) != 0))
-      continue;
-    if (best == NULL || c->read_since_ms < best->read_since_ms ||
-        (c->read_since_ms == best->read_since_ms && c->id < best->id))
-      best = c;
-  }
-  return best;
-}
-
-/* Lets fresh in under max_conns and max_conns_per_addr, closing the
- * longest reader to make room when needed. 0, or WS_EBUSY (refuse it). */
-static int conn_admit(ws_httpd_t *srv, ws_httpd_conn_t *fresh) {
-  unsigned same = 0;
-  ws_httpd_conn_t *victim = NULL;
-
-  if (!fresh->is_unix) {
-    for (ws_httpd_conn_t *c = srv->conns; c != NULL; c = c->next)
-      if (c != fresh && c->counted && !c->is_unix &&
-          strcmp(c->addr, fresh->addr) == 0)
-        same++;
-  }
-  if (same >= srv->cfg.max_conns_per_addr) {
-    victim = conn_victim(srv, fresh, true);
-    if (victim == NULL)
-      return WS_EBUSY;
-  } else if (srv->nlive >= srv->cfg.max_conns) {
-    victim = conn_victim(srv, fresh, false);
-    if (victim == NULL)
-      return WS_EBUSY;
-  }
-  if (victim != NULL) {
-    WS_LOGD("%s conn#%llu peer=%s: closed for conn#%llu peer=%s (%s since "
-            "%llu ms)",
-            srv->cfg.name, (unsigned long long)victim->id, victim->peer,
-            (unsigned long long)fresh->id, fresh->peer,
-            k_state_name[victim->state],
-            (unsigned long long)(uv_now(srv->loop) - victim->read_since_ms));
-    srv->stats.evicted++;
-    conn_busy_close(victim, "connection closed to make room for another");
-  }
-  fresh->counted = true;
-  srv->nlive++;
-  return 0;
-}
-
-static void conn_peer_name(ws_httpd_conn_t *conn, bool is_unix) {
-  struct sockaddr_storage ss;
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int len = sizeof(ss), port = 0;
-
-  snprintf(conn->peer, sizeof(conn->peer), "unix");
-  if (is_unix ||
-      uv_tcp_getpeername(&conn->sock.tcp, (struct sockaddr *)&ss, &len) < 0)
-    return;
-  conn->addr[0] = '\0';
-  if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    uv_ip6_name(a6, ip, sizeof(ip));
-    snprintf(conn->addr, sizeof(conn->addr), "%s", ip);
-    port = ntohs(a6->sin6_port);
-    snprintf(conn->peer, sizeof(conn->peer), "[%s]:%d", ip, port);
-  } else {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    uv_ip4_name(a4, ip, sizeof(ip));
-    snprintf(conn->addr, sizeof(conn->addr), "%s", ip);
-    port = ntohs(a4->sin_port);
-    snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
-  }
-}
-
 int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   ws_httpd_conn_t *conn;
   int rc;
@@ -746,10 +610,10 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
     ws_httpd_conn_close(conn);
     return rc;
   }
-  conn_peer_name(conn, is_unix);
-  if (conn_admit(srv, conn) < 0) {
+  ws_httpd_conn_peer_name(conn, is_unix);
+  if (ws_httpd_conn_admit(srv, conn) < 0) {
     srv->stats.refused++;
-    conn_busy_close(conn, "too many connections");
+    ws_httpd_conn_busy_close(conn, "too many connections");
     return WS_EBUSY;
   }
   WS_LOGD("%s conn#%llu peer=%s: accepted", srv->cfg.name,
