@@ -65,6 +65,8 @@ struct ws_httpd_s {
   uint8_t auth_hash[32];
   char **auth_open; /* owned NULL-terminated copy of open_paths */
   ws_httpd_stats_t stats;
+  ws_httpd_stats_t reported; /* stats at the last ws_httpd_note() line */
+  uint64_t reported_ms;      /* loop time of that line; 0 = none yet */
 };
 
 typedef struct {
@@ -109,6 +111,12 @@ void ws_httpd_handle_closed(ws_httpd_t *srv);
 const ws_httpd_route_t *ws_httpd_route_find(const ws_httpd_t *srv,
                                             const char *method,
                                             const char *path, bool *path_known);
+
+/* After a stats counter moved: one warning line with what the defences did
+ * since the last line, at most every WS_HTTPD_NOTE_MS, so an attack is in
+ * the log without a line per connection. */
+#define WS_HTTPD_NOTE_MS 10000u
+void ws_httpd_note(ws_httpd_t *srv);
 
 /* 1 if the request (method, path, Authorization value or NULL) may pass
  * the token check of srv; TCP connections only. */

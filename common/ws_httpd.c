@@ -131,7 +131,7 @@ static void srv_on_connection(uv_stream_t *server, int status) {
     return;
   rc = ws_httpd_conn_accept(l->srv, server, l->is_unix);
   if (rc == WS_EBUSY)
-    WS_LOGW("%s: refused a connection: %u open, every one busy (max_conns "
+    WS_LOGD("%s: refused a connection: %u open, every one busy (max_conns "
             "%u, per address %u)",
             l->srv->cfg.name, l->srv->nlive, l->srv->cfg.max_conns,
             l->srv->cfg.max_conns_per_addr);
@@ -474,6 +474,23 @@ unsigned ws_httpd_conn_count(const ws_httpd_t *srv) {
 
 void ws_httpd_get_stats(const ws_httpd_t *srv, ws_httpd_stats_t *out) {
   *out = srv->stats;
+}
+
+void ws_httpd_note(ws_httpd_t *srv) {
+  const ws_httpd_stats_t *n = &srv->stats, *o = &srv->reported;
+  uint64_t now = uv_now(srv->loop);
+
+  if (srv->reported_ms != 0 && now - srv->reported_ms < WS_HTTPD_NOTE_MS)
+    return;
+  WS_LOGW("%s: since %s: %llu requests too slow (408), %llu connections "
+          "closed to make room, %llu refused (503), %llu unauthorized (401)",
+          srv->cfg.name, srv->reported_ms != 0 ? "the last report" : "start",
+          (unsigned long long)(n->deadline_closed - o->deadline_closed),
+          (unsigned long long)(n->evicted - o->evicted),
+          (unsigned long long)(n->refused - o->refused),
+          (unsigned long long)(n->unauthorized - o->unauthorized));
+  srv->reported = *n;
+  srv->reported_ms = now != 0 ? now : 1;
 }
 
 static void srv_free(ws_httpd_t *srv) {

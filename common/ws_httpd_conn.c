@@ -439,6 +439,7 @@ static void conn_parse(ws_httpd_conn_t *conn) {
       int status = conn->parse_status ? conn->parse_status : 400;
       if (status == 401) {
         conn->srv->stats.unauthorized++;
+        ws_httpd_note(conn->srv);
         conn_fail(conn, 401, WS_EAUTH,
                   "missing or wrong API token (Authorization: Bearer TOKEN)",
                   "WWW-Authenticate: Bearer realm=\"weightswarm\"");
@@ -504,8 +505,10 @@ static void conn_on_timeout(uv_timer_t *t) {
    * connection or a stalled writer is just closed. */
   bool late = conn->state == CONN_READING && conn->deadline_ms != 0 &&
               uv_now(conn->srv->loop) >= conn->deadline_ms;
-  if (late)
+  if (late) {
     conn->srv->stats.deadline_closed++;
+    ws_httpd_note(conn->srv);
+  }
   if (conn->state == CONN_READING && (conn->req != NULL || conn->in_len > 0))
     conn_fail(conn, 408, WS_ETIMEOUT,
               !late                 ? "request not received in time"
@@ -613,6 +616,7 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   ws_httpd_conn_peer_name(conn, is_unix);
   if (ws_httpd_conn_admit(srv, conn) < 0) {
     srv->stats.refused++;
+    ws_httpd_note(srv);
     ws_httpd_conn_busy_close(conn, "too many connections");
     return WS_EBUSY;
   }

@@ -49,7 +49,8 @@ struct fx_s {
   int async_was_gone;
   int gone_calls; /* __atomic */
   int stream_limit_rc;
-  int handled; /* __atomic */
+  int handled;            /* __atomic */
+  ws_httpd_stats_t stats; /* the server's, as it closed */
 };
 
 #define CHECK(cond)                                                            \
@@ -180,7 +181,7 @@ static void h_hdr(ws_httpd_req_t *req, void *arg) {
 
 static void fx_srv_closed(ws_httpd_t *srv, void *arg) {
   fx_t *fx = arg;
-  (void)srv;
+  ws_httpd_get_stats(srv, &fx->stats);
   fx->srv_closed++;
 }
 
@@ -658,8 +659,12 @@ static void c_conn_cap(fx_t *fx, hc_t *c, hc_resp_t *r) {
 
 static void test_conn_cap(void **state) {
   ws_httpd_config_t cfg = {.max_conns = 1};
+  fx_t *fx = fx_new(&cfg);
   (void)state;
-  fx_run_free(fx_new(&cfg), c_conn_cap);
+  fx_run(fx, c_conn_cap);
+  assert_int_equal(fx->stats.refused, 1);
+  assert_int_equal(fx->stats.evicted, 1);
+  free(fx);
 }
 
 /* A slow-loris client: one header byte now and then. Each byte is progress
@@ -714,8 +719,11 @@ static void test_header_deadline(void **state) {
   ws_httpd_config_t cfg = {.idle_timeout_ms = 5000,
                            .header_timeout_ms = 300,
                            .body_timeout_ms = 300};
+  fx_t *fx = fx_new(&cfg);
   (void)state;
-  fx_run_free(fx_new(&cfg), c_header_deadline);
+  fx_run(fx, c_header_deadline);
+  assert_int_equal(fx->stats.deadline_closed, 2);
+  free(fx);
 }
 
 /* Slow clients fill the server (4 slots) with unfinished requests; a probe
@@ -756,8 +764,12 @@ static void c_evict(fx_t *fx, hc_t *c, hc_resp_t *r) {
 static void test_evict(void **state) {
   ws_httpd_config_t cfg = {
       .max_conns = 4, .max_conns_per_addr = 4, .header_timeout_ms = 20000};
+  fx_t *fx = fx_new(&cfg);
   (void)state;
-  fx_run_free(fx_new(&cfg), c_evict);
+  fx_run(fx, c_evict);
+  assert_int_equal(fx->stats.evicted, 3);
+  assert_int_equal(fx->stats.refused, 0);
+  free(fx);
 }
 
 /* Two connections from 127.0.0.1, both busy (held by the handler): a third
@@ -788,8 +800,12 @@ static void c_per_addr(fx_t *fx, hc_t *c, hc_resp_t *r) {
 
 static void test_per_addr(void **state) {
   ws_httpd_config_t cfg = {.max_conns = 8, .max_conns_per_addr = 2};
+  fx_t *fx = fx_new(&cfg);
   (void)state;
-  fx_run_free(fx_new(&cfg), c_per_addr);
+  fx_run(fx, c_per_addr);
+  assert_int_equal(fx->stats.refused, 1);
+  assert_int_equal(fx->stats.evicted, 0);
+  free(fx);
 }
 
 /* One exchange on a fresh connection; returns the status (0 if none). */
@@ -848,6 +864,7 @@ static void test_auth(void **state) {
   (void)state;
   assert_int_equal(ws_httpd_set_auth(fx->srv, &auth), 0);
   fx_run(fx, c_auth);
+  assert_int_equal(fx->stats.unauthorized, 7);
   free(fx);
 }
 
