@@ -1,5 +1,6 @@
 /* ws_httpd-int.h - what ws_httpd.c (server, listeners, routes),
- * ws_httpd_conn.c (one connection's state machine) and ws_httpd_req.c
+ * ws_httpd_conn.c (one connection's state machine), ws_httpd_admit.c
+ * (connection caps) and ws_httpd_req.c
  * (requests and replies) share. Loop thread only. Not for other modules.
  */
 #ifndef WS_HTTPD_INT_H
@@ -56,6 +57,16 @@ struct ws_httpd_s {
   ws_httpd_close_cb close_cb;
   void *close_arg;
   uint64_t next_conn_id;
+  unsigned nlive; /* connections not closing: what the caps count */
+  /* Bearer token (ws_httpd_set_auth): its BLAKE2b hash, so a comparison
+   * takes the same time whatever the presented token's length. */
+  bool auth_on;
+  bool auth_reads;
+  uint8_t auth_hash[32];
+  char **auth_open; /* owned NULL-terminated copy of open_paths */
+  ws_httpd_stats_t stats;
+  ws_httpd_stats_t reported; /* stats at the last ws_httpd_note() line */
+  uint64_t reported_ms;      /* loop time of that line; 0 = none yet */
 };
 
 typedef struct {
@@ -101,7 +112,68 @@ const ws_httpd_route_t *ws_httpd_route_find(const ws_httpd_t *srv,
                                             const char *method,
                                             const char *path, bool *path_known);
 
-/* ---- ws_httpd_conn.c ---- */
+/* After a stats counter moved: one warning line with what the defences did
+ * since the last line, at most every WS_HTTPD_NOTE_MS, so an attack is in
+ * the log without a line per connection. */
+#define WS_HTTPD_NOTE_MS 10000u
+void ws_httpd_note(ws_httpd_t *srv);
+
+/* 1 if the request (method, path, Authorization value or NULL) may pass
+ * the token check of srv; TCP connections only. */
+bool ws_httpd_auth_ok(const ws_httpd_t *srv, const char *method,
+                      const char *path, const char *authorization);
+
+/* ---- one connection (ws_httpd_conn.c; admission in ws_httpd_admit.c) -- */
+
+typedef enum {
+  CONN_READING,
+  CONN_HANDLING,
+  CONN_STREAMING,
+  CONN_WRITING,
+  CONN_CLOSING,
+  CONN_STATE_LAST
+} conn_state_t;
+
+extern const char *const ws_httpd_conn_state_name[CONN_STATE_LAST];
+
+struct ws_httpd_conn_s {
+  ws_httpd_sock_t sock; /* handle data = this conn */
+  uv_timer_t timer;     /* idle / read / write-stall timeout */
+  ws_httpd_t *srv;      /* borrowed; outlives the conn */
+  ws_httpd_conn_t *prev, *next;
+  uint64_t id;
+  conn_state_t state;
+  int pending_closes; /* sock + timer close callbacks still to run */
+  bool reading;       /* uv_read_start is active */
+  bool peer_eof;
+  bool keep_alive; /* for the reply being written */
+  bool is_unix;
+  bool counted;           /* admitted: counted in srv->nlive until closing */
+  uint64_t read_since_ms; /* entered READING (accept or reply drained) */
+  uint64_t deadline_ms;   /* the request being read is due; 0 = none yet */
+  bool deadline_body;     /* deadline_ms is the body's (else the headers') */
+  http_parser parser;
+  ws_httpd_req_t *req; /* being parsed or handled; the conn holds one ref */
+  bool req_ready;      /* parsed completely, not yet dispatched */
+  int parse_status;    /* answer chosen by a parser callback; 0 = 400 */
+  int hdr_phase;       /* 0 url, 1 header name, 2 header value */
+  bool hdr_indexed;    /* current header gets a slot in req->hdrs */
+  size_t wq_bytes;     /* queued, not yet written */
+  unsigned pending_writes;
+  size_t in_len;
+  char peer[64];
+  char addr[INET6_ADDRSTRLEN]; /* client IP for the per-address cap */
+  char in[WS_HTTPD_INBUF_BYTES];
+};
+
+/* Fills conn->peer ("IP:PORT", "unix") and conn->addr (the IP). */
+void ws_httpd_conn_peer_name(ws_httpd_conn_t *conn, bool is_unix);
+/* Counts conn in (accepted, not yet reading) under the caps, closing the
+ * longest reader to make room when needed. 0, or WS_EBUSY: refuse it. */
+int ws_httpd_conn_admit(ws_httpd_t *srv, ws_httpd_conn_t *conn);
+/* Writes a 503 with message if the socket takes it at once, and closes. */
+void ws_httpd_conn_busy_close(ws_httpd_conn_t *conn, const char *message);
+
 /* Accepts one connection from listener into a new conn (owned by srv's
  * list). Returns 0 or a -errno. */
 int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix);

@@ -18,6 +18,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "ws_log.h"
 
 static const char *const k_status_text[][2] = {
@@ -87,8 +89,17 @@ int ws_httpd_new(uv_loop_t *loop, const ws_httpd_config_t *cfg,
     srv->cfg.max_body_bytes = WS_HTTPD_DEFAULT_MAX_BODY_BYTES;
   if (srv->cfg.max_conns == 0)
     srv->cfg.max_conns = WS_HTTPD_DEFAULT_MAX_CONNS;
+  if (srv->cfg.max_conns_per_addr == 0)
+    srv->cfg.max_conns_per_addr =
+        srv->cfg.max_conns / WS_HTTPD_DEFAULT_CONNS_PER_ADDR_DIV;
+  if (srv->cfg.max_conns_per_addr == 0)
+    srv->cfg.max_conns_per_addr = 1;
   if (srv->cfg.idle_timeout_ms == 0)
     srv->cfg.idle_timeout_ms = WS_HTTPD_DEFAULT_IDLE_TIMEOUT_MS;
+  if (srv->cfg.header_timeout_ms == 0)
+    srv->cfg.header_timeout_ms = WS_HTTPD_DEFAULT_HEADER_TIMEOUT_MS;
+  if (srv->cfg.body_timeout_ms == 0)
+    srv->cfg.body_timeout_ms = WS_HTTPD_DEFAULT_BODY_TIMEOUT_MS;
   if (srv->cfg.max_write_queue_bytes == 0)
     srv->cfg.max_write_queue_bytes = WS_HTTPD_DEFAULT_MAX_WRITE_QUEUE_BYTES;
   if (srv->cfg.name == NULL)
@@ -120,8 +131,10 @@ static void srv_on_connection(uv_stream_t *server, int status) {
     return;
   rc = ws_httpd_conn_accept(l->srv, server, l->is_unix);
   if (rc == WS_EBUSY)
-    WS_LOGW("%s: refused a connection: %u open (max_conns)", l->srv->cfg.name,
-            l->srv->nconns);
+    WS_LOGD("%s: refused a connection: %u open, every one busy (max_conns "
+            "%u, per address %u)",
+            l->srv->cfg.name, l->srv->nlive, l->srv->cfg.max_conns,
+            l->srv->cfg.max_conns_per_addr);
   else if (rc < 0)
     WS_LOGW("%s: accept failed: %s", l->srv->cfg.name, ws_strerror(rc));
 }
@@ -382,13 +395,106 @@ const ws_httpd_route_t *ws_httpd_route_find(const ws_httpd_t *srv,
   return best;
 }
 
+/* ---- bearer token ----------------------------------------------------- */
+
+static void srv_auth_free(ws_httpd_t *srv) {
+  for (size_t i = 0; srv->auth_open != NULL && srv->auth_open[i] != NULL; i++)
+    free(srv->auth_open[i]);
+  free(srv->auth_open);
+  srv->auth_open = NULL;
+  srv->auth_on = false;
+  sodium_memzero(srv->auth_hash, sizeof(srv->auth_hash));
+}
+
+int ws_httpd_set_auth(ws_httpd_t *srv, const ws_httpd_auth_t *auth) {
+  size_t n = 0;
+
+  if (srv == NULL)
+    return WS_EUSAGE;
+  srv_auth_free(srv);
+  if (auth == NULL || auth->token == NULL || auth->token[0] == '\0')
+    return 0;
+  if (sodium_init() < 0)
+    return -ENOMEM;
+  while (auth->open_paths != NULL && auth->open_paths[n] != NULL)
+    n++;
+  srv->auth_open = calloc(n + 1, sizeof(char *));
+  if (srv->auth_open == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    srv->auth_open[i] = strdup(auth->open_paths[i]);
+    if (srv->auth_open[i] == NULL) {
+      srv_auth_free(srv);
+      return -ENOMEM;
+    }
+  }
+  crypto_generichash(srv->auth_hash, sizeof(srv->auth_hash),
+                     (const unsigned char *)auth->token, strlen(auth->token),
+                     NULL, 0);
+  srv->auth_reads = auth->reads != 0;
+  srv->auth_on = true;
+  return 0;
+}
+
+bool ws_httpd_auth_ok(const ws_httpd_t *srv, const char *method,
+                      const char *path, const char *authorization) {
+  uint8_t got[sizeof(srv->auth_hash)];
+  const char *tok;
+  bool ok;
+
+  if (!srv->auth_on)
+    return true;
+  if (!srv->auth_reads &&
+      (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0))
+    return true;
+  for (size_t i = 0; srv->auth_open[i] != NULL; i++) {
+    if (strcmp(path, srv->auth_open[i]) == 0)
+      return true;
+  }
+  /* RFC 6750: "Bearer" (any case), one or more spaces, the token. */
+  if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
+    return false;
+  tok = authorization + 7;
+  while (*tok == ' ')
+    tok++;
+  /* Hashing first makes the comparison independent of where (and whether
+   * by length) the presented token differs. */
+  crypto_generichash(got, sizeof(got), (const unsigned char *)tok, strlen(tok),
+                     NULL, 0);
+  ok = sodium_memcmp(got, srv->auth_hash, sizeof(got)) == 0;
+  sodium_memzero(got, sizeof(got));
+  return ok;
+}
+
 /* ---- shutdown --------------------------------------------------------- */
 
 unsigned ws_httpd_conn_count(const ws_httpd_t *srv) {
   return srv->nconns;
 }
 
+void ws_httpd_get_stats(const ws_httpd_t *srv, ws_httpd_stats_t *out) {
+  *out = srv->stats;
+}
+
+void ws_httpd_note(ws_httpd_t *srv) {
+  const ws_httpd_stats_t *n = &srv->stats, *o = &srv->reported;
+  uint64_t now = uv_now(srv->loop);
+
+  if (srv->reported_ms != 0 && now - srv->reported_ms < WS_HTTPD_NOTE_MS)
+    return;
+  WS_LOGW("%s: since %s: %llu requests too slow (408), %llu connections "
+          "closed to make room, %llu refused (503), %llu unauthorized (401)",
+          srv->cfg.name, srv->reported_ms != 0 ? "the last report" : "start",
+          (unsigned long long)(n->deadline_closed - o->deadline_closed),
+          (unsigned long long)(n->evicted - o->evicted),
+          (unsigned long long)(n->refused - o->refused),
+          (unsigned long long)(n->unauthorized - o->unauthorized));
+  srv->reported = *n;
+  srv->reported_ms = now != 0 ? now : 1;
+}
+
 static void srv_free(ws_httpd_t *srv) {
+  srv_auth_free(srv);
   for (size_t i = 0; i < srv->nroutes; i++) {
     free(srv->routes[i].method);
     free(srv->routes[i].path);

@@ -9,8 +9,27 @@
  * request goes to one handler; the handler answers it exactly once, either
  * at once or later (async), or streams a chunked body. One request at a time
  * per connection: the next request is not parsed until the reply has been
- * written. Caps (header bytes, body bytes, connections, idle time) are set
- * at creation; violations are answered 400/408/413/431/503 by the server.
+ * written. Caps (header bytes, body bytes, connections, connections per
+ * client address, idle time, deadlines) are set at creation; violations are
+ * answered 400/408/413/431/503 by the server.
+ *
+ * Slow clients (docs/security.md, "Control plane"): a request's line and
+ * headers must arrive within header_timeout_ms of its first byte (of accept,
+ * for a connection's first request) and its body within body_timeout_ms of
+ * the end of its headers, however steadily the bytes trickle in; the idle
+ * timeout only bounds the gap between two bytes. A TCP client address holds
+ * at most max_conns_per_addr connections. When a new connection finds the
+ * server (or its address) at the cap, the connection that has been reading
+ * the longest (idle keep-alive, or a request still arriving) is closed to
+ * make room; only when every connection is busy (a handler holds its
+ * request, or a reply is being written) is the new one refused with 503. So
+ * a burst of clients that never finish a request cannot keep a probe out.
+ *
+ * Bearer token (ws_httpd_set_auth): on TCP connections, requests other than
+ * GET/HEAD (and, if asked, those too) must carry "Authorization: Bearer
+ * <token>", else the server answers 401 with WWW-Authenticate: Bearer before
+ * reading the body; a few exact paths (the probes) stay open. Unix socket
+ * connections are trusted (filesystem permissions guard the socket).
  *
  * Request lifetime (the important contract):
  *   - the handler receives a borrowed-then-owned ws_httpd_req_t *: from the
@@ -44,6 +63,10 @@ typedef struct ws_httpd_req_s ws_httpd_req_t;
 #define WS_HTTPD_DEFAULT_MAX_BODY_BYTES (1024u * 1024u)
 #define WS_HTTPD_DEFAULT_MAX_CONNS 64u
 #define WS_HTTPD_DEFAULT_IDLE_TIMEOUT_MS 30000u
+#define WS_HTTPD_DEFAULT_HEADER_TIMEOUT_MS 10000u
+#define WS_HTTPD_DEFAULT_BODY_TIMEOUT_MS 30000u
+/* max_conns_per_addr 0: a quarter of max_conns (at least 1). */
+#define WS_HTTPD_DEFAULT_CONNS_PER_ADDR_DIV 4u
 #define WS_HTTPD_DEFAULT_MAX_WRITE_QUEUE_BYTES (4u * 1024u * 1024u)
 #define WS_HTTPD_MAX_LISTENERS 8
 #define WS_HTTPD_MAX_REQ_HEADERS 32 /* further headers are parsed, not kept */
@@ -53,8 +76,16 @@ typedef struct {
   size_t max_header_bytes;      /* request line + headers; 0 = 16 KiB */
   size_t max_body_bytes;        /* request body; 0 = 1 MiB */
   unsigned max_conns;           /* open connections; 0 = 64 */
+  unsigned max_conns_per_addr;  /* open TCP connections from one client
+                                   address; 0 = max_conns / 4 (>= 1) */
   uint64_t idle_timeout_ms;     /* no progress reading a request or writing
                                    a reply for this long closes; 0 = 30 s */
+  uint64_t header_timeout_ms;   /* request line + headers must be complete
+                                   this long after the request's first byte
+                                   (after accept, for the first request):
+                                   else 408; 0 = 10 s */
+  uint64_t body_timeout_ms;     /* the body must be complete this long after
+                                   the headers: else 408; 0 = 30 s */
   size_t max_write_queue_bytes; /* streamed bytes not yet written; 0 = 4 MiB */
   const char *name;             /* for log lines ("api", "http"); borrowed,
                                    must outlive the server; NULL = "httpd" */
@@ -105,6 +136,19 @@ WS_MUST_USE int ws_httpd_route(ws_httpd_t *srv, const char *method,
                                const char *path, ws_httpd_match_t match,
                                ws_httpd_handler_cb handler, void *arg);
 
+/* Bearer-token check for TCP connections (see the top of this file). */
+typedef struct {
+  const char *token;             /* copied (only its hash is kept); NULL or
+                                    "" turns the check off */
+  int reads;                     /* nonzero: GET and HEAD need it too */
+  const char *const *open_paths; /* NULL-terminated exact paths that never
+                                    need it (probes); copied; may be NULL */
+} ws_httpd_auth_t;
+
+/* Sets (or, with auth NULL or an empty token, clears) the token check for
+ * requests parsed from now on. Returns 0, WS_EUSAGE or -ENOMEM. */
+WS_MUST_USE int ws_httpd_set_auth(ws_httpd_t *srv, const ws_httpd_auth_t *auth);
+
 /* Stops accepting, closes every listener and connection (requests held by
  * handlers become gone), unlinks unix socket files it created, then calls
  * cb (may be NULL) once everything is closed, and frees srv. Safe to call
@@ -113,6 +157,16 @@ void ws_httpd_close(ws_httpd_t *srv, ws_httpd_close_cb cb, void *arg);
 
 /* Number of open connections (for metrics and tests). */
 unsigned ws_httpd_conn_count(const ws_httpd_t *srv);
+
+/* What the slow-client defences did since creation (for metrics, logs and
+ * tests). */
+typedef struct {
+  uint64_t deadline_closed; /* 408: headers or body not in time */
+  uint64_t evicted;         /* closed to make room for a new connection */
+  uint64_t refused;         /* new connections refused (503: all busy) */
+  uint64_t unauthorized;    /* 401 answers */
+} ws_httpd_stats_t;
+void ws_httpd_get_stats(const ws_httpd_t *srv, ws_httpd_stats_t *out);
 
 /* ---- request (all borrowed from req; valid until it is given back) ---- */
 

@@ -18,6 +18,16 @@
  * while waiting, so a handler's on_gone can run. The timer is armed while a
  * request is being read and while written bytes wait; a handler may take as
  * long as it likes.
+ *
+ * Deadlines (ws_httpd.h): deadline_ms is when the request being read must be
+ * complete: its headers header_timeout_ms after its first byte (after accept
+ * for the first request), then its body body_timeout_ms after the headers.
+ * Each byte re-arms the idle timer, but never past deadline_ms, so a client
+ * that trickles a byte now and then is answered 408 and closed on time.
+ * Admission (ws_httpd_admit.c): a new connection over max_conns or over its
+ * address's max_conns_per_addr closes the connection that has been READING
+ * the longest (read_since_ms) to take its place; with none READING, the new
+ * one is refused (503). Handlers' requests and replies are never cut.
  */
 #include "ws_httpd-int.h"
 
@@ -29,16 +39,7 @@
 
 #include "ws_log.h"
 
-typedef enum {
-  CONN_READING,
-  CONN_HANDLING,
-  CONN_STREAMING,
-  CONN_WRITING,
-  CONN_CLOSING,
-  CONN_STATE_LAST
-} conn_state_t;
-
-static const char *const k_state_name[CONN_STATE_LAST] = {
+const char *const ws_httpd_conn_state_name[CONN_STATE_LAST] = {
     "reading", "handling", "streaming", "writing", "closing"};
 
 /* Bit t of k_legal[s] allows s -> t. */
@@ -52,37 +53,14 @@ static const unsigned k_legal[CONN_STATE_LAST] = {
     [CONN_CLOSING] = 0,
 };
 
-struct ws_httpd_conn_s {
-  ws_httpd_sock_t sock; /* handle data = this conn */
-  uv_timer_t timer;     /* idle / read / write-stall timeout */
-  ws_httpd_t *srv;      /* borrowed; outlives the conn */
-  ws_httpd_conn_t *prev, *next;
-  uint64_t id;
-  conn_state_t state;
-  int pending_closes; /* sock + timer close callbacks still to run */
-  bool reading;       /* uv_read_start is active */
-  bool peer_eof;
-  bool keep_alive; /* for the reply being written */
-  http_parser parser;
-  ws_httpd_req_t *req; /* being parsed or handled; the conn holds one ref */
-  bool req_ready;      /* parsed completely, not yet dispatched */
-  int parse_status;    /* answer chosen by a parser callback; 0 = 400 */
-  int hdr_phase;       /* 0 url, 1 header name, 2 header value */
-  bool hdr_indexed;    /* current header gets a slot in req->hdrs */
-  size_t wq_bytes;     /* queued, not yet written */
-  unsigned pending_writes;
-  size_t in_len;
-  char peer[64];
-  char in[WS_HTTPD_INBUF_BYTES];
-};
-
 static void conn_parse(ws_httpd_conn_t *conn);
 
 static void conn_set_state(ws_httpd_conn_t *conn, conn_state_t next) {
   assert(k_legal[conn->state] & (1u << next));
   WS_LOGD("%s conn#%llu peer=%s: %s -> %s", conn->srv->cfg.name,
-          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state],
-          k_state_name[next]);
+          (unsigned long long)conn->id, conn->peer,
+          ws_httpd_conn_state_name[conn->state],
+          ws_httpd_conn_state_name[next]);
   conn->state = next;
 }
 
@@ -90,9 +68,17 @@ static void conn_set_state(ws_httpd_conn_t *conn, conn_state_t next) {
 
 static void conn_on_timeout(uv_timer_t *t);
 
+/* The idle timeout, cut short by the request's deadline while reading. */
 static void conn_timer_arm(ws_httpd_conn_t *conn) {
-  uv_timer_start(&conn->timer, conn_on_timeout, conn->srv->cfg.idle_timeout_ms,
-                 0);
+  uint64_t delay = conn->srv->cfg.idle_timeout_ms;
+
+  if (conn->state == CONN_READING && conn->deadline_ms != 0) {
+    uint64_t now = uv_now(conn->srv->loop);
+    uint64_t left = conn->deadline_ms > now ? conn->deadline_ms - now : 0;
+    if (left < delay)
+      delay = left;
+  }
+  uv_timer_start(&conn->timer, conn_on_timeout, delay, 0);
 }
 
 static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -142,8 +128,11 @@ static void conn_write_drained(ws_httpd_conn_t *conn) {
     return;
   }
   conn_set_state(conn, CONN_READING);
-  conn_timer_arm(conn);
+  conn->read_since_ms = uv_now(conn->srv->loop);
+  conn->deadline_ms = 0; /* the next request's first byte sets it */
   conn_parse(conn);
+  if (conn->state == CONN_READING)
+    conn_timer_arm(conn);
 }
 
 static void conn_on_write(uv_write_t *w, int status) {
@@ -222,9 +211,11 @@ void ws_httpd_conn_stream_started(ws_httpd_conn_t *conn) {
   conn_set_state(conn, CONN_STREAMING);
 }
 
-/* Answers a request the server rejects itself, then closes. */
+/* Answers a request the server rejects itself, then closes. extra: one
+ * more "Name: value" header line, or NULL. */
 static void conn_fail(ws_httpd_conn_t *conn, int status, int err,
-                      const char *message) {
+                      const char *message, const char *extra) {
+  char *extra_hdrs[1] = {(char *)extra};
   ws_httpd_wbuf_t *wb;
   size_t len = 0;
   char *body;
@@ -237,7 +228,8 @@ static void conn_fail(ws_httpd_conn_t *conn, int status, int err,
   body = ws_httpd_error_body(err, message, &len);
   wb = body == NULL ? NULL
                     : ws_httpd_resp_build(status, "application/json", body, len,
-                                          WS_HTTPD_BODY_LENGTH, false, NULL, 0);
+                                          WS_HTTPD_BODY_LENGTH, false,
+                                          extra_hdrs, extra != NULL ? 1 : 0);
   free(body);
   if (wb == NULL || ws_httpd_conn_write(conn, wb) < 0) {
     ws_httpd_conn_close(conn);
@@ -270,6 +262,11 @@ static int on_message_begin(http_parser *p) {
   }
   conn->hdr_phase = 0;
   conn->hdr_indexed = false;
+  if (conn->deadline_ms == 0) { /* a keep-alive request's first byte */
+    conn->deadline_ms =
+        uv_now(conn->srv->loop) + conn->srv->cfg.header_timeout_ms;
+    conn->deadline_body = false;
+  }
   return 0;
 }
 
@@ -328,6 +325,14 @@ static int on_headers_complete(http_parser *p) {
     conn->parse_status = 400;
     return -1;
   }
+  /* Before the body is read: an anonymous client cannot make the server
+   * buffer one. */
+  if (!conn->is_unix &&
+      !ws_httpd_auth_ok(conn->srv, req->method, req->path,
+                        ws_httpd_req_header(req, "Authorization"))) {
+    conn->parse_status = 401;
+    return -1;
+  }
   if (p->content_length != ULLONG_MAX &&
       p->content_length > conn->srv->cfg.max_body_bytes) {
     conn->parse_status = 413;
@@ -335,6 +340,11 @@ static int on_headers_complete(http_parser *p) {
   }
   has_body = (p->content_length != ULLONG_MAX && p->content_length > 0) ||
              (p->flags & F_CHUNKED);
+  if (has_body) {
+    conn->deadline_ms =
+        uv_now(conn->srv->loop) + conn->srv->cfg.body_timeout_ms;
+    conn->deadline_body = true;
+  }
   expect = ws_httpd_req_header(req, "Expect");
   if (has_body && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
       p->http_minor >= 1) {
@@ -368,6 +378,7 @@ static int on_message_complete(http_parser *p) {
 
   conn->req->keep_alive = http_should_keep_alive(p) != 0;
   conn->req_ready = true;
+  conn->deadline_ms = 0;
   /* Pause so execute returns here: the handler runs outside the parser. */
   http_parser_pause(p, 1);
   return 0;
@@ -426,6 +437,14 @@ static void conn_parse(ws_httpd_conn_t *conn) {
     }
     if (e != HPE_OK) {
       int status = conn->parse_status ? conn->parse_status : 400;
+      if (status == 401) {
+        conn->srv->stats.unauthorized++;
+        ws_httpd_note(conn->srv);
+        conn_fail(conn, 401, WS_EAUTH,
+                  "missing or wrong API token (Authorization: Bearer TOKEN)",
+                  "WWW-Authenticate: Bearer realm=\"weightswarm\"");
+        return;
+      }
       conn_fail(conn, status,
                 status == 413 || status == 431 ? WS_ELIMIT
                 : status == 400                ? WS_EBADMSG
@@ -433,7 +452,8 @@ static void conn_parse(ws_httpd_conn_t *conn) {
                 status == 413   ? "request body too large"
                 : status == 431 ? "request headers too large"
                 : status == 400 ? http_errno_description(e)
-                                : "out of memory");
+                                : "out of memory",
+                NULL);
       return;
     }
     if (n == 0)
@@ -467,8 +487,9 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   conn->in_len += (size_t)nread;
   if (conn->state == CONN_READING) {
-    conn_timer_arm(conn);
     conn_parse(conn);
+    if (conn->state == CONN_READING)
+      conn_timer_arm(conn); /* progress, but never past the deadline */
   } else {
     conn_update_reading(conn);
   }
@@ -478,11 +499,22 @@ static void conn_on_timeout(uv_timer_t *t) {
   ws_httpd_conn_t *conn = t->data;
 
   WS_LOGD("%s conn#%llu peer=%s: timeout while %s", conn->srv->cfg.name,
-          (unsigned long long)conn->id, conn->peer, k_state_name[conn->state]);
+          (unsigned long long)conn->id, conn->peer,
+          ws_httpd_conn_state_name[conn->state]);
   /* Half a request after the timeout gets a 408; an idle keep-alive
    * connection or a stalled writer is just closed. */
+  bool late = conn->state == CONN_READING && conn->deadline_ms != 0 &&
+              uv_now(conn->srv->loop) >= conn->deadline_ms;
+  if (late) {
+    conn->srv->stats.deadline_closed++;
+    ws_httpd_note(conn->srv);
+  }
   if (conn->state == CONN_READING && (conn->req != NULL || conn->in_len > 0))
-    conn_fail(conn, 408, WS_ETIMEOUT, "request not received in time");
+    conn_fail(conn, 408, WS_ETIMEOUT,
+              !late                 ? "request not received in time"
+              : conn->deadline_body ? "request body not received in time"
+                                    : "request headers not received in time",
+              NULL);
   else
     ws_httpd_conn_close(conn);
 }
@@ -519,6 +551,10 @@ void ws_httpd_conn_close(ws_httpd_conn_t *conn) {
   if (conn->state == CONN_CLOSING)
     return;
   conn_set_state(conn, CONN_CLOSING);
+  if (conn->counted) {
+    conn->counted = false;
+    conn->srv->nlive--;
+  }
   if (conn->req != NULL)
     conn->req->conn = NULL; /* gone: later replies are dropped */
   conn->reading = false;
@@ -532,85 +568,16 @@ void ws_httpd_conn_close_all(ws_httpd_t *srv) {
     ws_httpd_conn_close(c);
 }
 
-typedef struct {
-  ws_httpd_sock_t sock;
-  ws_httpd_t *srv;
-} conn_reject_t;
-
-static void conn_reject_closed(uv_handle_t *h) {
-  conn_reject_t *r = (conn_reject_t *)h;
-  ws_httpd_t *srv = r->srv;
-
-  free(r);
-  ws_httpd_handle_closed(srv);
-}
-
 static int conn_sock_init(ws_httpd_t *srv, ws_httpd_sock_t *sock,
                           bool is_unix) {
   return is_unix ? uv_pipe_init(srv->loop, &sock->pipe, 0)
                  : uv_tcp_init(srv->loop, &sock->tcp);
 }
 
-/* Over the connection cap: accept (so the client is not left hanging in
- * the backlog), say 503 if the socket takes it at once, and close. */
-static int conn_reject(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
-  static const char k_body[] =
-      "{\"error\":{\"code\":\"WS_EBUSY\",\"message\":\"too many "
-      "connections\"}}";
-  char busy[256];
-  int n = snprintf(busy, sizeof(busy),
-                   "HTTP/1.1 503 Service Unavailable\r\n"
-                   "Content-Type: application/json\r\n"
-                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                   sizeof(k_body) - 1, k_body);
-  conn_reject_t *r = calloc(1, sizeof(*r));
-  uv_buf_t b = uv_buf_init(busy, (unsigned)n);
-  int rc;
-
-  if (r == NULL)
-    return -ENOMEM;
-  r->srv = srv;
-  rc = conn_sock_init(srv, &r->sock, is_unix);
-  if (rc < 0) {
-    free(r);
-    return rc;
-  }
-  srv->open_handles++;
-  rc = uv_accept(listener, &r->sock.stream);
-  if (rc == 0)
-    (void)uv_try_write(&r->sock.stream, &b, 1);
-  uv_close(&r->sock.handle, conn_reject_closed);
-  return rc < 0 ? rc : WS_EBUSY;
-}
-
-static void conn_peer_name(ws_httpd_conn_t *conn, bool is_unix) {
-  struct sockaddr_storage ss;
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int len = sizeof(ss), port = 0;
-
-  snprintf(conn->peer, sizeof(conn->peer), "unix");
-  if (is_unix ||
-      uv_tcp_getpeername(&conn->sock.tcp, (struct sockaddr *)&ss, &len) < 0)
-    return;
-  if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    uv_ip6_name(a6, ip, sizeof(ip));
-    port = ntohs(a6->sin6_port);
-    snprintf(conn->peer, sizeof(conn->peer), "[%s]:%d", ip, port);
-  } else {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    uv_ip4_name(a4, ip, sizeof(ip));
-    port = ntohs(a4->sin_port);
-    snprintf(conn->peer, sizeof(conn->peer), "%s:%d", ip, port);
-  }
-}
-
 int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   ws_httpd_conn_t *conn;
   int rc;
 
-  if (srv->nconns >= srv->cfg.max_conns)
-    return conn_reject(srv, listener, is_unix);
   conn = calloc(1, sizeof(*conn));
   if (conn == NULL)
     return -ENOMEM;
@@ -626,7 +593,12 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   conn->id = ++srv->next_conn_id;
   conn->pending_closes = 2;
   conn->state = CONN_READING;
+  conn->is_unix = is_unix;
+  conn->read_since_ms = uv_now(srv->loop);
+  conn->deadline_ms = conn->read_since_ms + srv->cfg.header_timeout_ms;
   snprintf(conn->peer, sizeof(conn->peer), "?");
+  /* Until getpeername says otherwise, all such clients share one cap. */
+  snprintf(conn->addr, sizeof(conn->addr), "?");
   http_parser_init(&conn->parser, HTTP_REQUEST);
   conn->parser.data = conn;
   /* From here the conn is on the list and freed only by its close. */
@@ -641,7 +613,13 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
     ws_httpd_conn_close(conn);
     return rc;
   }
-  conn_peer_name(conn, is_unix);
+  ws_httpd_conn_peer_name(conn, is_unix);
+  if (ws_httpd_conn_admit(srv, conn) < 0) {
+    srv->stats.refused++;
+    ws_httpd_note(srv);
+    ws_httpd_conn_busy_close(conn, "too many connections");
+    return WS_EBUSY;
+  }
   WS_LOGD("%s conn#%llu peer=%s: accepted", srv->cfg.name,
           (unsigned long long)conn->id, conn->peer);
   conn_timer_arm(conn);

@@ -641,7 +641,8 @@ static int api_listen(peer_api_t *api) {
       WS_LOGE("api: cannot listen on %s: %s", cfg->http, ws_strerror(rc));
       return rc;
     }
-    WS_LOGI("api: also on %s (port %d)", cfg->http, port);
+    WS_LOGI("api: also on %s (port %d)%s", cfg->http, port,
+            cfg->api_token != NULL ? ", API token required" : "");
   }
   WS_LOGI("api: listening on %s", cfg->api_socket);
   return 0;
@@ -662,7 +663,14 @@ int peer_api_new(peer_ctx_t *ctx, peer_releases_t *releases,
   api->releases = releases;
   api->swarm = swarm;
   *out = api;
+  /* TCP only (the unix socket's file mode guards it); probes open. */
+  static const char *const open_paths[] = {"/healthz", "/readyz", NULL};
+  ws_httpd_auth_t auth = {.token = ctx->cfg->api_token,
+                          .reads = ctx->cfg->api_token_reads,
+                          .open_paths = open_paths};
   int rc = ws_httpd_new(ctx->loop, &hc, &api->srv);
+  if (rc == 0)
+    rc = ws_httpd_set_auth(api->srv, &auth);
   if (rc == 0)
     rc = api_routes(api);
   if (rc == 0)

@@ -19,6 +19,7 @@
 
 #include "digest.h"
 #include "ws_args.h"
+#include "ws_token.h"
 #include "core/tunables.h"
 #include "proto.h"
 
@@ -26,6 +27,9 @@ typedef enum {
   KEY_CACHE,
   KEY_API,
   KEY_HTTP,
+  KEY_API_TOKEN_FILE,
+  KEY_API_TOKEN_READS,
+  KEY_INSECURE,
   KEY_LISTEN,
   KEY_TRACKER,
   KEY_CLUSTER_KEY,
@@ -58,7 +62,18 @@ static const ws_arg_t k_keys[KEY_LAST] = {
         {"api", "P2P_API", "SOCKET", WS_ARG_STR, 0,
          "unix socket of the local API (default " PEER_API_SOCKET_DEFAULT ")"},
     [KEY_HTTP] = {"http", "P2P_HTTP", "HOST:PORT", WS_ARG_STR, 0,
-                  "the whole API also on TCP (unauthenticated)"},
+                  "the whole API also on TCP (needs --api-token-file)"},
+    [KEY_API_TOKEN_FILE] = {"api-token-file", "P2P_API_TOKEN_FILE", "FILE",
+                            WS_ARG_STR, 0,
+                            "bearer token POST/DELETE on --http must send "
+                            "(required with --http unless --insecure)"},
+    [KEY_API_TOKEN_READS] = {"api-token-reads", "P2P_API_TOKEN_READS", NULL,
+                             WS_ARG_BOOL, 0,
+                             "GETs on --http need the token too (not "
+                             "/healthz, /readyz)"},
+    [KEY_INSECURE] = {"insecure", "P2P_INSECURE", NULL, WS_ARG_BOOL, 0,
+                      "development only: swarm mode without --cluster-key "
+                      "(all-zero key), --http without a token (open API)"},
     [KEY_LISTEN] = {"listen", "P2P_LISTEN", "HOST:PORT", WS_ARG_STR, 0,
                     "peer protocol listener (swarm mode)"},
     [KEY_TRACKER] = {"tracker", "P2P_TRACKER", "HOST:PORT[,HOST:PORT...]",
@@ -512,6 +527,47 @@ static int config_load_liveness(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   return 0;
 }
 
+/* The API token and the cluster key's absence: --http needs a token and
+ * swarm mode a key, unless --insecure (docs/security.md). Runs after the
+ * swarm settings are loaded. */
+static int config_load_secrets(peer_settings_t *cfg, const char *v[KEY_LAST]) {
+  cfg->insecure = v[KEY_INSECURE] != NULL && ws_parse_bool(v[KEY_INSECURE]);
+  cfg->api_token_reads =
+      v[KEY_API_TOKEN_READS] != NULL && ws_parse_bool(v[KEY_API_TOKEN_READS]);
+  if (cfg->api_token_reads && v[KEY_API_TOKEN_FILE] == NULL) {
+    fprintf(stderr, "p2pd: --api-token-reads needs --api-token-file\n");
+    return WS_EUSAGE;
+  }
+  if (v[KEY_API_TOKEN_FILE] != NULL) {
+    const char *why = NULL;
+    cfg->api_token = calloc(1, WS_TOKEN_MAX + 1);
+    if (cfg->api_token == NULL)
+      return -ENOMEM;
+    int rc = ws_token_load(v[KEY_API_TOKEN_FILE], cfg->api_token,
+                           WS_TOKEN_MAX + 1, &why);
+    if (rc != 0) {
+      fprintf(stderr, "p2pd: --api-token-file %s: %s\n", v[KEY_API_TOKEN_FILE],
+              why != NULL ? why : ws_strerror(rc));
+      return WS_EUSAGE;
+    }
+  }
+  if (cfg->insecure)
+    return 0;
+  if (cfg->swarm && !cfg->has_cluster_key) {
+    fprintf(stderr, "p2pd: refusing to start in swarm mode without a cluster "
+                    "key: give --cluster-key FILE, or --insecure for a "
+                    "development run (docs/security.md)\n");
+    return WS_EUSAGE;
+  }
+  if (cfg->http != NULL && cfg->api_token == NULL) {
+    fprintf(stderr, "p2pd: refusing to open --http without an API token: "
+                    "give --api-token-file FILE, or --insecure for a "
+                    "development run (docs/security.md)\n");
+    return WS_EUSAGE;
+  }
+  return 0;
+}
+
 static int config_dup(char **dst, const char *v) {
   *dst = NULL;
   if (v == NULL || *v == '\0')
@@ -586,6 +642,7 @@ int peer_config_load(peer_settings_t *cfg, int argc, char **argv) {
       (rc = config_dup(&cfg->hf_cache, v[KEY_HF_CACHE])) != 0 ||
       (rc = config_labels(cfg, argc, argv, v[KEY_LABEL])) != 0 ||
       (rc = config_load_swarm(cfg, v)) != 0 ||
+      (rc = config_load_secrets(cfg, v)) != 0 ||
       (rc = config_load_liveness(cfg, v)) != 0 ||
       (rc = config_load_test(cfg, v)) != 0) {
     peer_config_free(cfg);
@@ -613,5 +670,8 @@ void peer_config_free(peer_settings_t *cfg) {
   free(cfg->labels);
   free(cfg->hf_cache);
   free(cfg->metrics);
+  if (cfg->api_token != NULL)
+    memset(cfg->api_token, 0, WS_TOKEN_MAX + 1);
+  free(cfg->api_token);
   memset(cfg, 0, sizeof(*cfg));
 }

@@ -18,6 +18,14 @@ int main(int argc, char **argv) {
     return 2;
   ws_log_set_prog("p2pd");
   ws_log_set_level(cfg.log_level);
+  if (cfg.swarm && !cfg.has_cluster_key) /* only with --insecure */
+    WS_LOGW("INSECURE: swarm mode without --cluster-key: the all-zero "
+            "development key; any host that can reach the tracker or this "
+            "node's --listen port can join the swarm");
+  if (cfg.http != NULL && cfg.api_token == NULL) /* only with --insecure */
+    WS_LOGW("INSECURE: --http %s without --api-token-file: anyone who can "
+            "reach it can prefetch, evict and seed",
+            cfg.http);
   signal(SIGPIPE, SIG_IGN);
   /* Size the worker pool before libuv creates it (first uv_queue_work). */
   if (getenv("UV_THREADPOOL_SIZE") == NULL) {

@@ -214,10 +214,15 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     rx_before = net.host_rx_bytes()
     tcp_before = net.tcp_counters()
     try:
+        token = ws.write_token(os.path.join(work, "api.token"))
+        auth = os.path.join(work, "api.auth")  # curl -H @FILE: not in ps
+        with open(auth, "w") as f:
+            f.write(f"Authorization: Bearer {ws.read_token(token)}\n")
         if mode == "swarm":
             trk = subprocess.Popen(
                 ["ip", "netns", "exec", f"{PFX}-trk", os.path.join(BUILD, "tracker", "p2p-tracker"),
-                 "--listen", f"{TRK_IP}:7600", "--http", f"{TRK_IP}:7601", "--cluster-key", key]
+                 "--listen", f"{TRK_IP}:7600", "--http", f"{TRK_IP}:7601", "--cluster-key", key,
+                 "--api-token-file", token]
                 + (["--origin-inflight", str(a.origin_inflight)] if a.origin_inflight else []),
                 stdout=open(os.path.join(work, "tracker.log"), "ab"), stderr=subprocess.STDOUT)
             time.sleep(0.5)
@@ -231,7 +236,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         t0 = time.time()
         if mode == "swarm":
             r = sh("ip", "netns", "exec", f"{PFX}-trk", "curl", "-sf", "-X", "POST",
-                   "-H", "Content-Type: application/json", "-d", json.dumps({"uri": pub["uri"]}),
+                   "-H", "Content-Type: application/json", "-H", "@" + auth,
+                   "-d", json.dumps({"uri": pub["uri"]}),
                    f"http://{TRK_IP}:7601/api/v1/prefetch", capture_output=True, text=True)
         else:
             for p in peers:

@@ -16,28 +16,33 @@
 #include <string.h>
 
 #include "ws_args.h"
+#include "ws_token.h"
 
 #define TARGETS_BODY_MAX (4u << 20)
 #define TARGETS_TIMEOUT_MS 10000L
 
-enum { A_JSON, A_N };
+enum { A_JSON, A_TOKEN, A_N };
 
 static const ws_arg_t k_rows[A_N] = {
     {"json", NULL, NULL, WS_ARG_BOOL, 0, "print the tracker's JSON reply"},
+    {"api-token-file", "P2P_TRACKER_API_TOKEN_FILE", "FILE", WS_ARG_STR, 0,
+     "the tracker's API token (needed when it runs with --api-token-reads)"},
 };
 
 static const ws_args_spec_t k_spec = {
     "p2pctl targets",
-    "TRACKER_HTTP_HOST:PORT [--json]",
+    "TRACKER_HTTP_HOST:PORT [--json] [--api-token-file FILE]",
     "Lists the tracker's wanted releases (POST /api/v1/prefetch), each with "
     "its selector and the connected nodes it targets.",
     k_rows,
     A_N,
     NULL};
 
-/* GET http://addr/api/v1/prefetch into *out (parsed). */
-static int tg_get(const char *addr, cJSON **out) {
-  char url[512];
+/* GET http://addr/api/v1/prefetch into *out (parsed); token NULL = send
+ * none. */
+static int tg_get(const char *addr, const char *token, cJSON **out) {
+  char url[512], auth[WS_TOKEN_MAX + 32];
+  struct curl_slist *hdrs = NULL;
   ctl_body_t b = {.max = TARGETS_BODY_MAX};
   long code = 0;
   int rc = CTL_EXIT_FAIL;
@@ -52,15 +57,28 @@ static int tg_get(const char *addr, cJSON **out) {
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, TARGETS_TIMEOUT_MS);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ctl_body_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  if (token != NULL) {
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+    hdrs = curl_slist_append(NULL, auth);
+    memset(auth, 0, sizeof(auth));
+    if (hdrs == NULL) {
+      curl_easy_cleanup(c);
+      return CTL_EXIT_FAIL;
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+  }
   CURLcode cc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_cleanup(c);
+  curl_slist_free_all(hdrs);
   if (cc != CURLE_OK || code != 200 || b.p == NULL) {
     fprintf(stderr, "p2pctl targets: %s: %s\n", url,
-            b.over ? "reply too large"
-            : cc != CURLE_OK
-                ? curl_easy_strerror(cc)
-                : (code != 200 ? "HTTP error status" : "empty reply"));
+            b.over           ? "reply too large"
+            : cc != CURLE_OK ? curl_easy_strerror(cc)
+            : code == 401    ? "401: the tracker wants its API token "
+                               "(--api-token-file FILE)"
+            : code != 200    ? "HTTP error status"
+                             : "empty reply");
     goto done;
   }
   *out = cJSON_ParseWithLength(b.p, b.len);
@@ -125,15 +143,25 @@ int ctl_targets_main(int argc, char **argv) {
       ws_args_print_version("p2pctl");
     return CTL_EXIT_OK;
   }
+  ws_args_env(&k_spec, v);
   if (rc != 0 || ws_args_check(&k_spec, v) != 0)
     return CTL_EXIT_USAGE;
+  char token[WS_TOKEN_MAX + 1];
+  const char *why = NULL;
+  if (v[A_TOKEN] != NULL &&
+      (rc = ws_token_load(v[A_TOKEN], token, sizeof(token), &why)) != 0) {
+    fprintf(stderr, "p2pctl targets: --api-token-file %s: %s\n", v[A_TOKEN],
+            why != NULL ? why : ws_strerror(rc));
+    return CTL_EXIT_USAGE;
+  }
   if (npos != 1) {
     fputs("p2pctl targets: needs the tracker's HTTP HOST:PORT\n", stderr);
     return CTL_EXIT_USAGE;
   }
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
     return CTL_EXIT_FAIL;
-  rc = tg_get(pos[0], &root);
+  rc = tg_get(pos[0], v[A_TOKEN] != NULL ? token : NULL, &root);
+  memset(token, 0, sizeof(token));
   if (rc == CTL_EXIT_OK) {
     if (v[A_JSON] != NULL && ws_parse_bool(v[A_JSON]) == 1) {
       char *s = cJSON_PrintUnformatted(root);

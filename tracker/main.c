@@ -5,6 +5,10 @@
  *               [--state FILE] [--log-level error|warn|info|debug]
  *               [--origin-inflight N] [--metrics HOST:PORT]
  *               [--max-releases-per-node N] [--wanted-ttl DURATION]
+ *               [--api-token-file FILE [--api-token-reads]] [--insecure]
+ *
+ * Without --insecure both the cluster key and the API token are required
+ * (docs/security.md); --insecure lets either be missing, loudly.
  *
  * Options are the k_opts table (common/ws_args.h), each with its env
  * fallback (P2P_TRACKER_*, P2P_CLUSTER_KEY_FILE, P2P_LOG_LEVEL).
@@ -27,6 +31,7 @@
 #include "trk_tracker.h"
 #include "ws_args.h"
 #include "ws_log.h"
+#include "ws_token.h"
 
 #define KEY_FILE_MAX 4096
 
@@ -45,6 +50,10 @@ typedef struct {
   uint64_t wanted_ttl_ms;  /* parsed wanted_ttl */
   const char *metrics;     /* --metrics HOST:PORT: read-only /metrics, /healthz,
                              /readyz on TCP; NULL = off */
+  const char *token_file;  /* --api-token-file: POST/DELETE need the token */
+  int token_reads;         /* --api-token-reads: GETs too */
+  int insecure;            /* --insecure: key and token may be missing */
+  const char *token;       /* loaded from token_file by main; NULL = none */
 } opts_t;
 
 typedef struct {
@@ -70,6 +79,9 @@ enum {
   OPT_METRICS,
   OPT_MAX_RELEASES,
   OPT_WANTED_TTL,
+  OPT_API_TOKEN_FILE,
+  OPT_API_TOKEN_READS,
+  OPT_INSECURE,
   OPT_LAST
 };
 
@@ -95,6 +107,17 @@ static const ws_arg_t k_opts[OPT_LAST] = {
     [OPT_WANTED_TTL] = {"wanted-ttl", "P2P_TRACKER_WANTED_TTL", "DURATION",
                         WS_ARG_DURATION, 0,
                         "a wanted release leaves after this (default 24h)"},
+    [OPT_API_TOKEN_FILE] = {"api-token-file", "P2P_TRACKER_API_TOKEN_FILE",
+                            "FILE", WS_ARG_STR, 0,
+                            "bearer token POST/DELETE on --http must send "
+                            "(required unless --insecure)"},
+    [OPT_API_TOKEN_READS] = {"api-token-reads", "P2P_TRACKER_API_TOKEN_READS",
+                             NULL, WS_ARG_BOOL, 0,
+                             "GETs on --http need the token too (not "
+                             "/healthz)"},
+    [OPT_INSECURE] = {"insecure", "P2P_INSECURE", NULL, WS_ARG_BOOL, 0,
+                      "development only: run without --cluster-key (all-zero "
+                      "key) and without --api-token-file (open API)"},
 };
 
 static const ws_args_spec_t k_spec = {
@@ -143,6 +166,14 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
   o->metrics = v[OPT_METRICS];
   o->max_releases = v[OPT_MAX_RELEASES];
   o->wanted_ttl = v[OPT_WANTED_TTL];
+  o->token_file = v[OPT_API_TOKEN_FILE];
+  o->token_reads =
+      v[OPT_API_TOKEN_READS] != NULL && ws_parse_bool(v[OPT_API_TOKEN_READS]);
+  o->insecure = v[OPT_INSECURE] != NULL && ws_parse_bool(v[OPT_INSECURE]);
+  if (o->token_reads && o->token_file == NULL) {
+    fprintf(stderr, "p2p-tracker: --api-token-reads needs --api-token-file\n");
+    return 1;
+  }
   return parse_numbers(o);
 }
 
@@ -208,6 +239,41 @@ static int key_load(const char *path, uint8_t key[32]) {
     return WS_EKEY;
   memcpy(key, h.b, 32);
   memset(&h, 0, sizeof(h));
+  return 0;
+}
+
+/* The cluster key and the API token: both required unless --insecure,
+ * which then says loudly what is open. 0, or 1 after an error message. */
+static int secrets_load(opts_t *o, uint8_t key[32], char *token) {
+  const char *why = NULL;
+  if (o->key_file != NULL && key_load(o->key_file, key) < 0) {
+    WS_LOGE("--cluster-key %s: expected 64 hex characters", o->key_file);
+    return 1;
+  }
+  if (o->token_file != NULL) {
+    int rc = ws_token_load(o->token_file, token, WS_TOKEN_MAX + 1, &why);
+    if (rc < 0) {
+      WS_LOGE("--api-token-file %s: %s", o->token_file,
+              why != NULL ? why : ws_strerror(rc));
+      return 1;
+    }
+    o->token = token;
+  }
+  if (!o->insecure && (o->key_file == NULL || o->token_file == NULL)) {
+    WS_LOGE("refusing to start without %s: give %s, or --insecure for a "
+            "development run (docs/security.md)",
+            o->key_file == NULL ? "a cluster key" : "an API token",
+            o->key_file == NULL ? "--cluster-key FILE"
+                                : "--api-token-file FILE");
+    return 1;
+  }
+  if (o->key_file == NULL)
+    WS_LOGW("INSECURE: no --cluster-key: using the all-zero development "
+            "key; anyone who can reach --listen can join, announce and take "
+            "leases");
+  if (o->token_file == NULL)
+    WS_LOGW("INSECURE: no --api-token-file: anyone who can reach --http can "
+            "add and remove wanted releases");
   return 0;
 }
 
@@ -302,6 +368,9 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
   if (rc < 0)
     return rc;
   trk_http_on_wanted(a->http, on_wanted, a);
+  if (o->token != NULL &&
+      (rc = trk_http_set_token(a->http, o->token, o->token_reads)) < 0)
+    return rc;
   rc = trk_http_listen(a->http, o->http, &port);
   if (rc < 0) {
     WS_LOGE("--http %s: %s", o->http, ws_strerror(rc));
@@ -330,6 +399,7 @@ int main(int argc, char **argv) {
   opts_t o;
   app_t a;
   uint8_t key[32] = {0};
+  char token[WS_TOKEN_MAX + 1] = {0};
   int rc;
   memset(&a, 0, sizeof(a));
   ws_log_set_prog("p2p-tracker");
@@ -337,15 +407,8 @@ int main(int argc, char **argv) {
     return rc;
   if (o.log_level != NULL)
     ws_log_set_level(o.level); /* checked by parse_opts */
-  if (o.key_file != NULL) {
-    if (key_load(o.key_file, key) < 0) {
-      WS_LOGE("--cluster-key %s: expected 64 hex characters", o.key_file);
-      return 2;
-    }
-  } else {
-    WS_LOGW("no --cluster-key: using the all-zero development key; anyone "
-            "who can reach the port can join");
-  }
+  if (secrets_load(&o, key, token) != 0)
+    return 2;
   signal(SIGPIPE, SIG_IGN);
   a.loop = uv_default_loop();
   a.t = trk_tracker_new(0, uv_hrtime() ^ ((uint64_t)getpid() << 32),
@@ -383,6 +446,7 @@ int main(int argc, char **argv) {
   }
   rc = start(&a, &o, key);
   memset(key, 0, sizeof(key));
+  memset(token, 0, sizeof(token));
   if (rc < 0) {
     WS_LOGE("start: %s", ws_strerror(rc));
     stop(&a); /* closes whatever was opened; the loop then drains */

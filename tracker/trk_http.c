@@ -4,8 +4,9 @@
  * every handler answers at once from live state (no request outlives its
  * handler) except a prefetch by tag, answered once S3 has named the digest
  * (cancelled if the client goes away). Bodies are capped at
- * TRK_HTTP_BODY_MAX and connections at TRK_HTTP_MAX_CONNS by ws_httpd.
- * Loop thread only.
+ * TRK_HTTP_BODY_MAX and connections at TRK_HTTP_MAX_CONNS by ws_httpd,
+ * which also enforces the API token (trk_http_set_token) before a handler
+ * runs. Loop thread only.
  */
 #include "trk_http.h"
 
@@ -429,6 +430,14 @@ fail_h:
     trk_tags_close(h->tags, NULL, NULL); /* no client yet: frees at once */
   free(h);
   return rc;
+}
+
+int trk_http_set_token(trk_http_t *h, const char *token, int reads) {
+  /* Probes stay open: a liveness probe has no token to send. */
+  static const char *const open_paths[] = {"/healthz", "/readyz", NULL};
+  ws_httpd_auth_t auth = {
+      .token = token, .reads = reads, .open_paths = open_paths};
+  return ws_httpd_set_auth(h->httpd, &auth);
 }
 
 int trk_http_listen(trk_http_t *h, const char *host_port, int *bound_port) {

@@ -12,6 +12,8 @@
  *                                     {"digest": "sha256-<hex>"} (known)
  *   DELETE /api/v1/prefetch/<digest>  forget a wanted release
  *
+ * With an API token (trk_http_set_token) POST and DELETE, and optionally
+ * the GETs, need "Authorization: Bearer <token>"; /healthz never does.
  * Reads live tracker state on the loop thread; answers every request at
  * once, except a tagged prefetch, answered when S3 has named the digest.
  * Loop thread only.
@@ -35,6 +37,10 @@ typedef void (*trk_http_close_cb)(void *arg);
  * trk_http_close), -ENOMEM or a ws_httpd error. */
 int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
                  trk_http_t **out) WS_MUST_USE;
+/* Requires "Authorization: Bearer <token>" (copied) on POST and DELETE,
+ * and with reads nonzero on GET too; /healthz stays open (probes). Missing
+ * or wrong: 401 (docs/api.md). token NULL: open API. 0, -ENOMEM. */
+int trk_http_set_token(trk_http_t *h, const char *token, int reads) WS_MUST_USE;
 /* Listens on "HOST:PORT" (see ws_httpd_listen_tcp). */
 int trk_http_listen(trk_http_t *h, const char *host_port,
                     int *bound_port) WS_MUST_USE;

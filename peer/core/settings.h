@@ -14,6 +14,10 @@ typedef struct {
   char *cache_dir;         /* --cache DIR (required) */
   char *api_socket;        /* --api SOCKET */
   char *http;              /* --http HOST:PORT: API also on TCP, or NULL */
+  char *api_token;         /* from --api-token-file: TCP API requests other
+                              than GET need it; NULL = none (owned, wiped) */
+  int api_token_reads;     /* --api-token-reads: GETs on TCP need it too */
+  int insecure;            /* --insecure: no key / no token allowed */
   char *listen;            /* --listen HOST:PORT (swarm mode), or NULL */
   char *tracker;           /* --tracker HOST:PORT; NULL = standalone */
   char *cluster_key_file;  /* --cluster-key FILE, or NULL */

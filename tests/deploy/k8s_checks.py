@@ -46,8 +46,11 @@ def kustomize(path):
 
 
 def write_inputs(overlay, edited):
-    """cluster.key and every X.env from X.env.example, as a user would."""
+    """cluster.key, api.token and every X.env from X.env.example, as a user
+    would."""
     with open(os.path.join(overlay, "cluster.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    with open(os.path.join(overlay, "api.token"), "w") as f:
         f.write(os.urandom(32).hex() + "\n")
     for ex in glob.glob(os.path.join(overlay, "*.env.example")):
         lines = []
@@ -275,6 +278,8 @@ class Render:
                         c(len(self.pods_matching(f["podSelector"].get("matchLabels", {}))) > 0
                           or "weightswarm.io/tracker-api" in f["podSelector"].get("matchLabels", {}),
                           f"{w} rule {i} podSelector names pods")
+        problems = policy_problems(self)
+        c(not problems, f"{self.where}: each port admits only the sources that need it ({problems[:3]})")
 
     def monitors(self):
         c = self.check
@@ -303,6 +308,66 @@ class Render:
                                f"{self.where}: {name} subject {s['name']} exists in its namespace")
 
 
+# Who needs each port (docs/security.md, "Control plane"): the source
+# classes each NetworkPolicy port may admit, and must admit.
+POLICY_SOURCES = {
+    ("p2p-tracker", "swarm"): {"p2pd"},            # peers announce
+    ("p2p-tracker", "http"): {"api-client"},       # prefetch callers, page
+    ("p2p-tracker", "metrics"): {"monitoring"},    # Prometheus
+    ("p2pd", 7610): {"p2pd"},                      # other peers
+    ("p2pd", 7611): {"monitoring"},                # Prometheus
+}
+PRIVATE_NETS = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
+
+
+def policy_source(r, f):
+    """The class of one `from:` entry, or None when it admits more than a
+    known caller: p2pd (its pods, or node address ranges: hostNetwork),
+    api-client (pods labelled weightswarm.io/tracker-api, here or in a
+    named namespace), monitoring (the monitoring namespace)."""
+    pods = f.get("podSelector", {}).get("matchLabels")
+    ns = f.get("namespaceSelector", {}).get("matchLabels")
+    if "ipBlock" in f:
+        b = f["ipBlock"]
+        return "p2pd" if b.get("cidr") in PRIVATE_NETS and not b.get("except") else None
+    if pods is not None and pods.get("weightswarm.io/tracker-api") == "allowed":
+        return "api-client" if ns is None or "kubernetes.io/metadata.name" in ns else None
+    if pods is not None and ns is None and pods and \
+            all(t["metadata"]["labels"].get("app.kubernetes.io/name") == "p2pd" for t in r.pods_matching(pods)) \
+            and r.pods_matching(pods):
+        return "p2pd"
+    if pods is None and ns == {"kubernetes.io/metadata.name": "monitoring"}:
+        return "monitoring"
+    return None
+
+
+def policy_problems(r):
+    """What the policies admit beyond (or short of) POLICY_SOURCES."""
+    out = []
+    seen = set()
+    for name, p in r.named("NetworkPolicy").items():
+        if "Ingress" not in p["spec"].get("policyTypes", []):
+            out.append(f"{name}: no Ingress policy type")
+        for i, rule in enumerate(p["spec"].get("ingress", [])):
+            if not rule.get("ports"):
+                out.append(f"{name} rule {i}: no ports (admits every port)")
+            if not rule.get("from"):
+                out.append(f"{name} rule {i}: no from (admits everyone)")
+            classes = {policy_source(r, f) for f in rule.get("from", [])}
+            for q in rule.get("ports", []):
+                key = (name, q["port"])
+                seen.add(key)
+                want = POLICY_SOURCES.get(key)
+                if want is None:
+                    out.append(f"{name}: port {q['port']} has no known callers")
+                elif classes != want:
+                    out.append(f"{name}: port {q['port']} admits {sorted(map(str, classes))}, want {sorted(want)}")
+    for key in POLICY_SOURCES:
+        if key not in seen:
+            out.append(f"{key[0]}: port {key[1]} has no rule")
+    return out
+
+
 def overlay_images(path):
     k = yaml.safe_load(open(os.path.join(path, "kustomization.yaml")))
     out = set()
@@ -325,7 +390,7 @@ def run(src, check, check_flags, env_names, version):
             check(False, f"{rel} parses: {e}")
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "k8s")
-        shutil.copytree(k8s, root, ignore=shutil.ignore_patterns("cluster.key", "*.env"))
+        shutil.copytree(k8s, root, ignore=shutil.ignore_patterns("cluster.key", "api.token", "*.env"))
         overlays = sorted(glob.glob(os.path.join(root, "overlays", "*")))
         check(len(overlays) >= 2, "deploy/k8s has the eks and generic overlays")
         for o in overlays:
@@ -346,6 +411,7 @@ def run(src, check, check_flags, env_names, version):
             r = Render(name, docs, check, check_flags, env_names)
             r.run(images)
             values(name, r, check)
+            policy_negatives(name, docs, check)
         ex = os.path.join(root, "examples")
         rc, out, err = kustomize(ex)
         check(rc == 0, f"examples: kubectl kustomize renders ({err[:200]})")
@@ -361,9 +427,39 @@ def run(src, check, check_flags, env_names, version):
                         check("--wait" in cmd and any(a.startswith("--retry-for=") for a in cmd), f"{w}: waits, retrying p2pd")
                     if "weightswarm" in ct["image"]:
                         check(ct["image"] in overlay_images(ex), f"{w}: image set by images:")
+            job = next((d for d in docs if d.get("kind") == "Job" and d["metadata"]["name"] == "prefetch-llama"), None)
+            check(job is not None, "examples: the prefetch hook Job is there")
+            if job is not None:
+                t = job["spec"]["template"]
+                check(t["metadata"].get("labels", {}).get("weightswarm.io/tracker-api") == "allowed",
+                      "examples: the prefetch hook carries the label the tracker's policy admits")
+                for ct in t["spec"]["containers"]:
+                    refs = [e["valueFrom"]["secretKeyRef"] for e in ct.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})]
+                    a = ct.get("args", [])
+                    check(any(r_["name"] == "weightswarm-tracker-api-token" and r_["key"] == "api.token" for r_ in refs)
+                          and "--oauth2-bearer" in a and a[a.index("--oauth2-bearer") + 1].startswith("$("),
+                          f"examples: {ct['name']} sends the trackers' API token from the Secret")
             served = {a.split("sha256-")[1][:64] for a in out.split() if "sha256-" in a}
             check(len(served) == 1, "examples: the vLLM example fetches, pins and serves one digest")
             check("- pin" in out, "examples: the release is pinned while served")
+
+
+def policy_negatives(name, docs, check):
+    """The policy check can fail: an open rule, a stray source, a port
+    without a rule are each caught."""
+    import copy
+    muts = {
+        "a rule without from:": lambda p: p["spec"]["ingress"][0].pop("from"),
+        "everyone on the HTTP API": lambda p: p["spec"]["ingress"][1]["from"].append({"ipBlock": {"cidr": "0.0.0.0/0"}}),
+        "the metrics port dropped": lambda p: p["spec"]["ingress"].pop(2),
+        "HTTP open to every pod of the namespace": lambda p: p["spec"]["ingress"][1]["from"].append({"podSelector": {}}),
+    }
+    for what, mut in muts.items():
+        d2 = copy.deepcopy(docs)
+        pol = next(d for d in d2 if d.get("kind") == "NetworkPolicy" and d["metadata"]["name"] == "p2p-tracker")
+        mut(pol)
+        r2 = Render(name, d2, lambda ok, w: None, None, None)
+        check(len(policy_problems(r2)) > 0, f"{name}: the policy check catches {what}")
 
 
 def values(name, r, check):
@@ -381,6 +477,19 @@ def values(name, r, check):
         check(not any(n.startswith("irsa") for n in cms), f"{name}: the local-config irsa ConfigMap is not applied")
     if name.endswith("generic"):
         check(env.get("AWS_ENDPOINT_URL_S3") == INPUTS["AWS_ENDPOINT_URL_S3"], f"{name}: AWS_ENDPOINT_URL_S3 from s3.env")
+        pass
+    tok = r.named("Secret").get("weightswarm-tracker-api-token", {})
+    check(set(tok.get("data", {})) == {"api.token"}, f"{name}: the trackers' API token is a Secret (fixed name)")
+    trk = r.named("StatefulSet")["p2p-tracker"]["spec"]["template"]["spec"]
+    args = trk["containers"][0].get("args", [])
+    mounts = {m["name"]: m["mountPath"] for m in trk["containers"][0].get("volumeMounts", [])}
+    vols = {v["name"]: v.get("secret", {}).get("secretName") for v in trk.get("volumes", [])}
+    tf = [a.split("=", 1)[1] for a in args if a.startswith("--api-token-file=")]
+    check(len(tf) == 1 and any(tf[0] == f"{mounts[n]}/api.token" and vols.get(n) == "weightswarm-tracker-api-token"
+                               for n in mounts),
+          f"{name}: the trackers read --api-token-file from that Secret")
+    check("--insecure" not in args, f"{name}: the trackers do not run --insecure")
+    if name.endswith("generic"):
         creds = [s for n, s in r.named("Secret").items() if n.startswith("s3-credentials")]
         check(len(creds) == 1 and set(creds[0].get("data", {})) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
               f"{name}: the S3 key pair is a Secret")

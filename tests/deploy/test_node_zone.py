@@ -154,8 +154,11 @@ def test_p2pd_starts_with_the_file(api, tmp_path):
     r, _ = zone(api, "gpu-a")
     assert r.returncode == 0
     sock = tmp_path / "p2pd.sock"
+    key = tmp_path / "cluster.key"  # swarm mode needs one (docs/security.md)
+    key.write_text(os.urandom(32).hex() + "\n")
     p = subprocess.Popen([P2PD, "--cache=" + str(tmp_path / "cache"), "--api=" + str(sock),
-                          "--listen=127.0.0.1:0", "--zone-file=" + str(api["dir"] / "zone-gpu-a")],
+                          "--listen=127.0.0.1:0", "--cluster-key=" + str(key),
+                          "--zone-file=" + str(api["dir"] / "zone-gpu-a")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for _ in range(100):

@@ -114,11 +114,14 @@ class Relay:
         self.lsock.close()
 
 
-def tracker_request(ip, method, path, body=None):
+def tracker_request(ip, method, path, body=None, token=None):
     c = http.client.HTTPConnection(ip, 7601, timeout=10)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
     try:
         c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                  headers={"Content-Type": "application/json"})
+                  headers=headers)
         r = c.getresponse()
         raw = r.read()
         try:
@@ -189,7 +192,10 @@ def test_tracker_and_three_p2pd_containers_fetch_a_release(image, rgw, s3env, tm
     net = tag
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     os.chown(key, UID, UID)
+    token = ws.write_token(str(tmp_path / "api.token"))
+    os.chown(token, UID, UID)
     mounts = ["-v", f"{key}:/etc/weightswarm/cluster.key:ro"]
+    trk_mounts = mounts + ["-v", f"{token}:/etc/weightswarm/api.token:ro"]
     names = []
     relay = None
     t0 = time.time()
@@ -197,9 +203,10 @@ def test_tracker_and_three_p2pd_containers_fetch_a_release(image, rgw, s3env, tm
     try:
         trk = f"{tag}-tracker"
         names.append(trk)
-        podman("run", "-d", "--name", trk, "--network", net, *ULIMITS, *mounts, image,
+        podman("run", "-d", "--name", trk, "--network", net, *ULIMITS, *trk_mounts, image,
                "p2p-tracker", "--listen", "0.0.0.0:7600", "--http", "0.0.0.0:7601",
-               "--cluster-key", "/etc/weightswarm/cluster.key")
+               "--cluster-key", "/etc/weightswarm/cluster.key",
+               "--api-token-file", "/etc/weightswarm/api.token")
         trk_ip = container_ip(trk, net)
         deadline = time.time() + 30
         while True:
@@ -238,7 +245,11 @@ def test_tracker_and_three_p2pd_containers_fetch_a_release(image, rgw, s3env, tm
         peers = names[1:]
 
         before = rgw.bytes_sent()
+        # Anonymous: refused; with the token: accepted.
         st, body = tracker_request(trk_ip, "POST", "/api/v1/prefetch", {"uri": pub["uri"]})
+        assert st == 401, body
+        st, body = tracker_request(trk_ip, "POST", "/api/v1/prefetch", {"uri": pub["uri"]},
+                                   token=ws.read_token(token))
         assert st in (200, 201), body
         for name in peers:
             w = podman("exec", name, "p2pctl", "wait", digest, "--timeout", "120",

@@ -74,9 +74,7 @@ class MetricsTracker(ws.Tracker):
     def start(self, timeout=10):
         self.logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [os.path.join(self.build, "tracker", "p2p-tracker"),
-             "--listen", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.http}",
-             "--metrics", f"127.0.0.1:{self.metrics}", "--cluster-key", self.key],
+            self.command() + ["--metrics", f"127.0.0.1:{self.metrics}"],
             stdout=self.logf, stderr=subprocess.STDOUT)
         wait_http(self.metrics, "/readyz", timeout)
         return self

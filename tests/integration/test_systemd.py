@@ -197,10 +197,11 @@ class NotifySocket:
 
 def start_tracker(tmp_path, note, port, http):
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    token = ws.write_token(str(tmp_path / "api.token"))
     log = open(tmp_path / "tracker.log", "ab")
     return subprocess.Popen(
         [binary("tracker/p2p-tracker"), "--listen", f"127.0.0.1:{port}",
-         "--http", f"127.0.0.1:{http}", "--cluster-key", key],
+         "--http", f"127.0.0.1:{http}", "--cluster-key", key, "--api-token-file", token],
         env={**os.environ, "NOTIFY_SOCKET": note.path},
         stdout=log, stderr=subprocess.STDOUT)
 

@@ -45,8 +45,42 @@ def api(sock, method, path, body=None, timeout=30):
         c.close()
 
 
+_help_cache = {}
+
+
+def supports(binary, flag):
+    """True if binary's --help lists flag. The binaries of an older build
+    (a regression test run against the code before a change) lack newer
+    flags; helpers pass those only where they exist."""
+    if binary not in _help_cache:
+        r = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+        _help_cache[binary] = r.stdout + r.stderr
+    return flag in _help_cache[binary]
+
+
+def has_flag(args, flag):
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
+def write_token(path):
+    """An API token file (docs/security.md): 32 random bytes as hex."""
+    with open(path, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def read_token(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 class P2pd:
-    def __init__(self, build, workdir, env, name="p2pd", extra=()):
+    """insecure: None adds --insecure when the test gives no cluster key in
+    swarm mode or --http without --api-token-file (as a development run
+    would); False never adds it."""
+
+    def __init__(self, build, workdir, env, name="p2pd", extra=(), insecure=None):
         self.build = build
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
@@ -54,12 +88,23 @@ class P2pd:
         self.sock = os.path.join(self.dir, "api.sock")
         self.env = env
         self.extra = list(extra)
+        self.insecure = insecure
         self.proc = None
         self.log = os.path.join(self.dir, "p2pd.log")
 
+    def needs_insecure(self):
+        e, env = self.extra, self.env or {}
+        swarm = has_flag(e, "--listen") or has_flag(e, "--tracker")
+        keyless = not has_flag(e, "--cluster-key") and not env.get("P2P_CLUSTER_KEY_FILE")
+        open_http = has_flag(e, "--http") and not has_flag(e, "--api-token-file")
+        return (swarm and keyless) or open_http
+
     def start(self, timeout=20):
-        args = [os.path.join(self.build, "peer", "p2pd"), "--cache", self.cache,
-                "--api", self.sock] + self.extra
+        binary = os.path.join(self.build, "peer", "p2pd")
+        args = [binary, "--cache", self.cache, "--api", self.sock] + self.extra
+        if (self.insecure is not False and self.needs_insecure()
+                and not has_flag(args, "--insecure") and supports(binary, "--insecure")):
+            args.append("--insecure")
         self.logf = open(self.log, "ab")
         self.proc = subprocess.Popen(args, env=self.env, stdout=self.logf,
                                      stderr=subprocess.STDOUT)
@@ -215,9 +260,11 @@ def write_cluster_key(path):
 
 class Tracker:
     """A real p2p-tracker on loopback ports that stay the same across
-    restarts (so peers reconnect to it)."""
+    restarts (so peers reconnect to it). It gets an API token of its own
+    (self.token, sent by request()) unless token=False; without a key or a
+    token it runs with --insecure."""
 
-    def __init__(self, build, workdir, key, extra=()):
+    def __init__(self, build, workdir, key, extra=(), token=True):
         self.build = build
         self.key = key
         self.extra = list(extra)  # more command-line options
@@ -225,14 +272,15 @@ class Tracker:
         self.http = free_port()
         self.log = os.path.join(workdir, "tracker.log")
         self.proc = None
+        self.token_file = None
+        self.token = None
+        if token:
+            self.token_file = write_token(os.path.join(workdir, f"tracker-{self.http}.token"))
+            self.token = read_token(self.token_file)
 
     def start(self, timeout=10):
         self.logf = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [os.path.join(self.build, "tracker", "p2p-tracker"),
-             "--listen", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.http}",
-             "--cluster-key", self.key, *self.extra],
-            stdout=self.logf, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
@@ -243,11 +291,30 @@ class Tracker:
             time.sleep(0.05)
         raise RuntimeError("tracker not up")
 
-    def request(self, method, path, body=None):
+    def command(self):
+        """The tracker's command line (the options above, then extra)."""
+        binary = os.path.join(self.build, "tracker", "p2p-tracker")
+        args = [binary, "--listen", f"127.0.0.1:{self.port}", "--http", f"127.0.0.1:{self.http}"]
+        if self.key:
+            args += ["--cluster-key", self.key]
+        # An older build (regression runs) has neither option.
+        if self.token_file and supports(binary, "--api-token-file"):
+            args += ["--api-token-file", self.token_file]
+        if ((not self.key or not self.token_file) and not has_flag(self.extra, "--insecure")
+                and supports(binary, "--insecure")):
+            args.append("--insecure")
+        return args + self.extra
+
+    def request(self, method, path, body=None, token=None):
+        """token: None sends self.token, "" sends none, else that one."""
         c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=10)
+        token = self.token if token is None else token
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = "Bearer " + token
         try:
             c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                      headers={"Content-Type": "application/json"})
+                      headers=headers)
             r = c.getresponse()
             raw = r.read()
             try:

@@ -27,8 +27,8 @@ _weightswarm_value() {
   --cache | --dir)
     COMPREPLY=($(compgen -d -- "$cur"))
     ;;
-  --api | --config | --cluster-key | --zone-file | --state | --sign-key | \
-    --key | --out | --sig | --pub | --manifest)
+  --api | --config | --cluster-key | --api-token-file | --zone-file | \
+    --state | --sign-key | --key | --out | --sig | --pub | --manifest)
     COMPREPLY=($(compgen -f -- "$cur"))
     ;;
   *)

@@ -43,7 +43,11 @@ int hc_connect_unix(hc_t *c, const char *path) {
 }
 
 int hc_connect_tcp(hc_t *c, int port) {
-  struct sockaddr_in sa;
+  return hc_connect_tcp_from(c, port, NULL);
+}
+
+int hc_connect_tcp_from(hc_t *c, int port, const char *src) {
+  struct sockaddr_in sa, from;
 
   memset(&sa, 0, sizeof(sa));
   sa.sin_family = AF_INET;
@@ -53,6 +57,17 @@ int hc_connect_tcp(hc_t *c, int port) {
   c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->fd < 0)
     return -errno;
+  memset(&from, 0, sizeof(from));
+  from.sin_family = AF_INET;
+  errno = 0;
+  if (src != NULL &&
+      (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+       bind(c->fd, (struct sockaddr *)&from, sizeof(from)) != 0)) {
+    int e = errno ? errno : EINVAL;
+    close(c->fd);
+    c->fd = -1;
+    return -e;
+  }
   if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
     int e = errno;
     close(c->fd);

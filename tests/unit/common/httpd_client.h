@@ -28,6 +28,8 @@ typedef struct {
 /* Connect; return 0 or -errno. */
 int hc_connect_unix(hc_t *c, const char *path);
 int hc_connect_tcp(hc_t *c, int port);
+/* From source address src (a loopback alias such as "127.0.0.2"). */
+int hc_connect_tcp_from(hc_t *c, int port, const char *src);
 void hc_close(hc_t *c);
 /* Send all bytes; return 0 or -errno. */
 int hc_send(hc_t *c, const void *p, size_t n);

@@ -49,7 +49,8 @@ struct fx_s {
   int async_was_gone;
   int gone_calls; /* __atomic */
   int stream_limit_rc;
-  int handled; /* __atomic */
+  int handled;            /* __atomic */
+  ws_httpd_stats_t stats; /* the server's, as it closed */
 };
 
 #define CHECK(cond)                                                            \
@@ -180,7 +181,7 @@ static void h_hdr(ws_httpd_req_t *req, void *arg) {
 
 static void fx_srv_closed(ws_httpd_t *srv, void *arg) {
   fx_t *fx = arg;
-  (void)srv;
+  ws_httpd_get_stats(srv, &fx->stats);
   fx->srv_closed++;
 }
 
@@ -620,44 +621,266 @@ static void test_idle_timeout(void **state) {
   fx_run_free(fx_new(&cfg), c_idle_timeout);
 }
 
+/* max_conns 1. A connection whose request a handler holds is busy: a new
+ * one is refused. An idle keep-alive connection is not: the new one takes
+ * its place. */
 static void c_conn_cap(fx_t *fx, hc_t *c, hc_resp_t *r) {
   hc_t *c2 = calloc(1, sizeof(*c2));
   CHECK(c2 != NULL);
   c2->fd = -1;
   CHECK(hc_connect_tcp(c, fx->port) == 0);
-  CHECK(hc_send_str(c, "GET /hello HTTP/1.1\r\n\r\n") == 0);
-  CHECK(hc_read_response(c, r) == 0);
-  CHECK(r->status == 200);
-  /* Second connection over the cap of 1: 503 and closed. */
+  CHECK(hc_send_str(c, "GET /async?ms=600 HTTP/1.1\r\n\r\n") == 0);
+  hc_sleep_ms(150); /* dispatched: the handler holds it */
   if (hc_connect_unix(c2, fx->sock) == 0) {
     int rc = hc_read_response(c2, r);
     hc_close(c2);
-    free(c2);
-    c2 = NULL;
     if (rc != 0 || r->status != 503)
       fprintf(stderr, "# rc=%d status=%d\n", rc, r->status);
-    CHECK(rc == 0 && r->status == 503);
-    CHECK(strstr(r->body, "WS_EBUSY") != NULL);
+    if (rc != 0 || r->status != 503 || strstr(r->body, "WS_EBUSY") == NULL) {
+      free(c2);
+      CHECK(!"over the cap, all busy: 503 WS_EBUSY");
+    }
   }
-  free(c2);
-  /* The first still works; after it leaves, a new one is accepted. */
-  CHECK(hc_send_str(c, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") ==
-        0);
   CHECK(hc_read_response(c, r) == 0);
   CHECK(r->status == 200);
+  CHECK(strcmp(r->body, "late") == 0);
+  /* c is idle now: a newcomer closes it and is served. */
+  if (hc_connect_unix(c2, fx->sock) != 0 ||
+      hc_send_str(c2, "GET /hello HTTP/1.1\r\n\r\n") != 0 ||
+      hc_read_response(c2, r) != 0 || r->status != 200) {
+    hc_close(c2);
+    free(c2);
+    CHECK(!"newcomer served after evicting the idle connection");
+  }
+  hc_close(c2);
+  free(c2);
+  CHECK(hc_wait_eof(c, 3000) == 0);
+}
+
+static void test_conn_cap(void **state) {
+  ws_httpd_config_t cfg = {.max_conns = 1};
+  fx_t *fx = fx_new(&cfg);
+  (void)state;
+  fx_run(fx, c_conn_cap);
+  assert_int_equal(fx->stats.refused, 1);
+  assert_int_equal(fx->stats.evicted, 1);
+  free(fx);
+}
+
+/* A slow-loris client: one header byte now and then. Each byte is progress
+ * for the idle timer (5 s), but the headers' deadline (300 ms from accept)
+ * holds: 408 long before the idle timeout could fire. */
+static void c_header_deadline(fx_t *fx, hc_t *c, hc_resp_t *r) {
+  static const char req[] = "GET /hello HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaa"
+                            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  uint64_t t0 = uv_hrtime();
+  bool closed = false;
+  CHECK(hc_connect_tcp(c, fx->port) == 0);
+  for (size_t i = 0; i < sizeof(req) - 1 && !closed; i++) {
+    closed = hc_send(c, req + i, 1) != 0;
+    hc_sleep_ms(40);
+    closed = closed || uv_hrtime() - t0 > 4000 * 1000000ull;
+  }
+  CHECK(hc_read_response(c, r) == 0);
+  CHECK(r->status == 408);
+  CHECK(strstr(r->body, "headers not received in time") != NULL);
+  CHECK(uv_hrtime() - t0 < 3000 * 1000000ull);
   CHECK(hc_wait_eof(c, 3000) == 0);
   hc_close(c);
-  hc_sleep_ms(50);
+  /* A body trickled in likewise: its own deadline (300 ms). */
+  t0 = uv_hrtime();
+  CHECK(hc_connect_unix(c, fx->sock) == 0);
+  CHECK(hc_send_str(c, "POST /echo HTTP/1.1\r\nContent-Type: application/json"
+                       "\r\nContent-Length: 100\r\n\r\n") == 0);
+  closed = false;
+  for (int i = 0; i < 100 && !closed; i++) {
+    closed = hc_send(c, " ", 1) != 0;
+    hc_sleep_ms(40);
+    closed = closed || uv_hrtime() - t0 > 4000 * 1000000ull;
+  }
+  CHECK(hc_read_response(c, r) == 0);
+  CHECK(r->status == 408);
+  CHECK(strstr(r->body, "body not received in time") != NULL);
+  CHECK(uv_hrtime() - t0 < 3000 * 1000000ull);
+  hc_close(c);
+  /* A keep-alive connection: the deadline counts from the next request's
+   * first byte, not from the end of the last reply. */
   CHECK(hc_connect_tcp(c, fx->port) == 0);
+  CHECK(hc_send_str(c, "GET /hello HTTP/1.1\r\n\r\n") == 0);
+  CHECK(hc_read_response(c, r) == 0);
+  CHECK(r->status == 200);
+  hc_sleep_ms(500); /* idle, longer than the header deadline */
   CHECK(hc_send_str(c, "GET /hello HTTP/1.1\r\n\r\n") == 0);
   CHECK(hc_read_response(c, r) == 0);
   CHECK(r->status == 200);
 }
 
-static void test_conn_cap(void **state) {
-  ws_httpd_config_t cfg = {.max_conns = 1};
+static void test_header_deadline(void **state) {
+  ws_httpd_config_t cfg = {.idle_timeout_ms = 5000,
+                           .header_timeout_ms = 300,
+                           .body_timeout_ms = 300};
+  fx_t *fx = fx_new(&cfg);
   (void)state;
-  fx_run_free(fx_new(&cfg), c_conn_cap);
+  fx_run(fx, c_header_deadline);
+  assert_int_equal(fx->stats.deadline_closed, 2);
+  free(fx);
+}
+
+/* Slow clients fill the server (4 slots) with unfinished requests; a probe
+ * still gets in: the longest reader is closed to make room, on TCP and on
+ * the unix socket alike. */
+static void c_evict(fx_t *fx, hc_t *c, hc_resp_t *r) {
+  hc_t *slow = calloc(7, sizeof(*slow)); /* 4 slow clients, then 3 probes */
+  hc_t *probe = slow + 4;
+  int ok = slow != NULL;
+  (void)c;
+  for (int i = 0; ok && i < 7; i++)
+    slow[i].fd = -1;
+  for (int i = 0; ok && i < 4; i++) {
+    ok = hc_connect_tcp(&slow[i], fx->port) == 0 &&
+         hc_send_str(&slow[i], "GET /hello HTTP/1.1\r\nX-A: b") == 0;
+    hc_sleep_ms(20); /* distinct read_since times: slow[0] is the oldest */
+  }
+  /* Each probe stays open (keep-alive, idle after its answer, but younger
+   * than the slow clients): the next probe closes the next slow one. */
+  for (int i = 0; ok && i < 3; i++) {
+    ok = (i == 1 ? hc_connect_unix(&probe[i], fx->sock)
+                 : hc_connect_tcp(&probe[i], fx->port)) == 0 &&
+         hc_send_str(&probe[i], "GET /hello HTTP/1.1\r\n\r\n") == 0 &&
+         hc_read_response(&probe[i], r) == 0 && r->status == 200;
+    hc_sleep_ms(20);
+  }
+  /* The three oldest slow clients were closed for the probes. */
+  for (int i = 0; ok && i < 3; i++)
+    ok = hc_wait_eof(&slow[i], 2000) == 0;
+  if (ok)
+    ok = hc_wait_eof(&slow[3], 100) == -1; /* the youngest is still open */
+  for (int i = 0; slow != NULL && i < 7; i++)
+    hc_close(&slow[i]);
+  free(slow);
+  CHECK(ok);
+}
+
+static void test_evict(void **state) {
+  ws_httpd_config_t cfg = {
+      .max_conns = 4, .max_conns_per_addr = 4, .header_timeout_ms = 20000};
+  fx_t *fx = fx_new(&cfg);
+  (void)state;
+  fx_run(fx, c_evict);
+  assert_int_equal(fx->stats.evicted, 3);
+  assert_int_equal(fx->stats.refused, 0);
+  free(fx);
+}
+
+/* Two connections from 127.0.0.1, both busy (held by the handler): a third
+ * from that address is refused, one from 127.0.0.2 is served. */
+static void c_per_addr(fx_t *fx, hc_t *c, hc_resp_t *r) {
+  hc_t *held = calloc(2, sizeof(*held));
+  int ok = held != NULL;
+  for (int i = 0; ok && i < 2; i++) {
+    held[i].fd = -1;
+    ok = hc_connect_tcp_from(&held[i], fx->port, "127.0.0.1") == 0 &&
+         hc_send_str(&held[i], "GET /async?ms=700 HTTP/1.1\r\n\r\n") == 0;
+  }
+  hc_sleep_ms(150);
+  ok = ok && hc_connect_tcp_from(c, fx->port, "127.0.0.1") == 0 &&
+       hc_read_response(c, r) == 0 && r->status == 503 &&
+       strstr(r->body, "too many connections") != NULL;
+  hc_close(c);
+  ok = ok && hc_connect_tcp_from(c, fx->port, "127.0.0.2") == 0 &&
+       hc_send_str(c, "GET /hello HTTP/1.1\r\n\r\n") == 0 &&
+       hc_read_response(c, r) == 0 && r->status == 200;
+  for (int i = 0; ok && i < 2; i++)
+    ok = hc_read_response(&held[i], r) == 0 && r->status == 200;
+  for (int i = 0; held != NULL && i < 2; i++)
+    hc_close(&held[i]);
+  free(held);
+  CHECK(ok);
+}
+
+static void test_per_addr(void **state) {
+  ws_httpd_config_t cfg = {.max_conns = 8, .max_conns_per_addr = 2};
+  fx_t *fx = fx_new(&cfg);
+  (void)state;
+  fx_run(fx, c_per_addr);
+  assert_int_equal(fx->stats.refused, 1);
+  assert_int_equal(fx->stats.evicted, 0);
+  free(fx);
+}
+
+/* One exchange on a fresh connection; returns the status (0 if none). */
+static int c_ask(fx_t *fx, hc_t *c, hc_resp_t *r, bool tcp, const char *req) {
+  int st = 0;
+  if ((tcp ? hc_connect_tcp(c, fx->port) : hc_connect_unix(c, fx->sock)) == 0 &&
+      hc_send_str(c, req) == 0 && hc_read_response(c, r) == 0)
+    st = r->status;
+  hc_close(c);
+  return st;
+}
+
+#define POST_ECHO(auth)                                                        \
+  "POST /echo HTTP/1.1\r\nContent-Type: application/json\r\n" auth             \
+  "Content-Length: 2\r\n\r\n{}"
+
+static void c_auth(fx_t *fx, hc_t *c, hc_resp_t *r) {
+  char v[128];
+  /* Writes on TCP need the token. */
+  CHECK(c_ask(fx, c, r, true, POST_ECHO("")) == 401);
+  CHECK(strstr(r->body, "WS_EAUTH") != NULL);
+  CHECK(hc_header(r, "WWW-Authenticate", v, sizeof(v)) == 0);
+  CHECK(strncmp(v, "Bearer", 6) == 0);
+  CHECK(c_ask(fx, c, r, true,
+              POST_ECHO("Authorization: Bearer wrong-token-0123456\r\n")) ==
+        401);
+  CHECK(c_ask(fx, c, r, true,
+              POST_ECHO("Authorization: Bearer s3cret-token-01234\r\n")) ==
+        401); /* a prefix of the real one */
+  CHECK(c_ask(fx, c, r, true,
+              POST_ECHO(
+                  "Authorization: Basic czNjcmV0LXRva2VuLTAxMjM0NQ==\r\n")) ==
+        401);
+  CHECK(c_ask(fx, c, r, true,
+              POST_ECHO("Authorization: bearer  s3cret-token-012345\r\n")) ==
+        200);
+  /* Before its body: a 1 MiB body announced is not waited for. */
+  CHECK(c_ask(fx, c, r, true,
+              "POST /echo HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n") == 401);
+  /* The unix socket is trusted. */
+  CHECK(c_ask(fx, c, r, false, POST_ECHO("")) == 200);
+  /* Reads are closed too (reads = 1), except the open paths. */
+  CHECK(c_ask(fx, c, r, true, "GET /items/a HTTP/1.1\r\n\r\n") == 401);
+  CHECK(c_ask(fx, c, r, true, "GET /nowhere HTTP/1.1\r\n\r\n") == 401);
+  CHECK(c_ask(fx, c, r, true, "GET /hello HTTP/1.1\r\n\r\n") == 200);
+  CHECK(c_ask(fx, c, r, true,
+              "GET /items/a HTTP/1.1\r\nAuthorization: Bearer "
+              "s3cret-token-012345\r\n\r\n") == 200);
+}
+
+static void test_auth(void **state) {
+  static const char *const open_paths[] = {"/hello", NULL};
+  ws_httpd_auth_t auth = {
+      .token = "s3cret-token-012345", .reads = 1, .open_paths = open_paths};
+  fx_t *fx = fx_new(NULL);
+  (void)state;
+  assert_int_equal(ws_httpd_set_auth(fx->srv, &auth), 0);
+  fx_run(fx, c_auth);
+  assert_int_equal(fx->stats.unauthorized, 7);
+  free(fx);
+}
+
+/* Without reads, GET is open and the token still guards writes. */
+static void c_auth_writes(fx_t *fx, hc_t *c, hc_resp_t *r) {
+  CHECK(c_ask(fx, c, r, true, "GET /items/a HTTP/1.1\r\n\r\n") == 200);
+  CHECK(c_ask(fx, c, r, true, POST_ECHO("")) == 401);
+}
+
+static void test_auth_writes(void **state) {
+  ws_httpd_auth_t auth = {.token = "another-token-abcdef"};
+  fx_t *fx = fx_new(NULL);
+  (void)state;
+  assert_int_equal(ws_httpd_set_auth(fx->srv, &auth), 0);
+  fx_run(fx, c_auth_writes);
+  free(fx);
 }
 
 static void c_stream(fx_t *fx, hc_t *c, hc_resp_t *r) {
@@ -764,6 +987,11 @@ int main(void) {
       cmocka_unit_test(test_close_while_held),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_conn_cap),
+      cmocka_unit_test(test_header_deadline),
+      cmocka_unit_test(test_evict),
+      cmocka_unit_test(test_per_addr),
+      cmocka_unit_test(test_auth),
+      cmocka_unit_test(test_auth_writes),
       cmocka_unit_test(test_stream),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,7 +58,7 @@ P2PCTL_COMMANDS = {
     "verify": ["--json"],
     "seed": ["--manifest", "--json"],
     "node-zone": ["--out", "--node"],
-    "targets": ["--json"],
+    "targets": ["--json", "--api-token-file"],
     "version": [],
     "help": [],
 }
@@ -66,9 +66,12 @@ P2PD_OPTIONS = ["--cache", "--api", "--http", "--metrics", "--listen",
                 "--tracker", "--cluster-key", "--capacity", "--s3-concurrency",
                 "--log-level", "--node-id", "--zone", "--zone-file", "--label",
                 "--max-neighbors", "--upload-rate", "--download-rate",
-                "--config", "--version"]
+                "--config", "--api-token-file", "--api-token-reads",
+                "--insecure", "--version"]
 TRACKER_OPTIONS = ["--listen", "--http", "--metrics", "--cluster-key",
-                   "--state", "--origin-inflight", "--log-level", "--version"]
+                   "--state", "--origin-inflight", "--log-level",
+                   "--api-token-file", "--api-token-reads", "--insecure",
+                   "--version"]
 
 
 def check_help(r, options):

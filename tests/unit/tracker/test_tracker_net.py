@@ -125,10 +125,14 @@ class Tracker:
             pytest.skip("WS_TRACKER_BIN not set")
         kf = tmp_path / "cluster.key"
         kf.write_text(key_hex + "\n")
+        tf = tmp_path / "api.token"  # POST/DELETE need it (docs/api.md)
+        self.token = os.urandom(24).hex()
+        tf.write_text(self.token + "\n")
         # 8 leases per peer with 2 downloaders, as the lease flows here
         # count (the default target divides 8; its policy has unit tests).
         args = [BIN, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-                "--cluster-key", str(kf), "--log-level", "info",
+                "--cluster-key", str(kf), "--api-token-file", str(tf),
+                "--log-level", "info",
                 "--origin-inflight", "16"]
         if state:
             args += ["--state", str(state)]
@@ -157,7 +161,8 @@ class Tracker:
     def call(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}",
-                                     data=data, method=method)
+                                     data=data, method=method,
+                                     headers={"Authorization": "Bearer " + self.token})
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 raw = r.read()
