@@ -166,6 +166,13 @@
  * one out. */
 #define PEER_NBR_SPARE 4u
 #define PEER_NBR_IDLE_MS 3000u
+/* Connections this node dialed (to nodes the tracker or the address book
+ * named) get a slot even when every slot and spare is taken, up to
+ * PEER_NBR_DIALED_MIN of them: accepted connections, which anyone with the
+ * key can open and reopen as fast as they are closed, cannot fill every
+ * slot and keep this node from the nodes it chose (an eclipse). The tick
+ * trims the excess from the idle ones. */
+#define PEER_NBR_DIALED_MIN 4u
 /* Upload slots: the last PEER_UPLOADS_SPARE of PEER_UPLOADS_MAX go only to
  * a neighbour that holds none, so a few connections cannot take them all.
  * A neighbour holding upload slots whose socket took no byte for

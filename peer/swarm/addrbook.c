@@ -76,7 +76,7 @@ uint32_t peer_addrbook_tick(peer_addrbook_t *b, uint64_t now_ms) {
     return 0;
   for (uint32_t i = 0; i < b->n && dialed < PEER_ADDRBOOK_DIAL_MAX; i++) {
     peer_addr_t *e = &b->e[i];
-    if (!peer_neighbors_room(set, now_ms))
+    if (!peer_neighbors_room_dial(set, now_ms))
       break;
     if (e->next_dial_ms > now_ms || peer_neighbors_knows(set, e->node_id) ||
         peer_bans_check(b->bans, now_ms, e->node_id, e->host, e->port))

@@ -285,6 +285,21 @@ int peer_neighbors_room(peer_neighbors_t *set, uint64_t now_ms) {
          peer_neighbors_idlest(set, now_ms) != NULL;
 }
 
+uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
+                               const peer_neighbor_t *except) {
+  uint32_t k = 0;
+  for (const peer_neighbor_t *n = set->head; n != NULL; n = n->next) {
+    if (n != except && n->initiator && n->state != PEER_NEIGHBOR_CLOSING)
+      k++;
+  }
+  return k;
+}
+
+int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms) {
+  return peer_neighbors_room(set, now_ms) ||
+         peer_neighbors_dialed(set, NULL) < PEER_NBR_DIALED_MIN;
+}
+
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,
                                 const uint8_t *digest, uint32_t total,
                                 uint32_t g) {

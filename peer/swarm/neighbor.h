@@ -262,6 +262,14 @@ peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under
  * it plus PEER_NBR_SPARE with an idle neighbour to replace. */
 int peer_neighbors_room(peer_neighbors_t *set, uint64_t now_ms);
+/* Connections we dialed, open or being opened, other than except (may be
+ * NULL). */
+uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
+                               const peer_neighbor_t *except);
+/* 1 when a node the tracker or the address book named may be dialed:
+ * peer_neighbors_room(), or fewer than PEER_NBR_DIALED_MIN dialed
+ * connections however many accepted ones there are. */
+int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms);
 /* Ready neighbours holding global chunk g of the release digest. */
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,
                                 const uint8_t *digest, uint32_t total,

@@ -425,7 +425,8 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
   }
   uint64_t now = uv_now(set->ctx->loop);
   if (set->nready >= cfg->max_neighbors &&
-      !peer_neighbors_make_room(set, now)) {
+      !peer_neighbors_make_room(set, now) &&
+      !(n->initiator && peer_neighbors_dialed(set, n) < PEER_NBR_DIALED_MIN)) {
     conn_refuse(n, WS_BYE_SHUTDOWN);
     return;
   }

@@ -145,7 +145,7 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
   }
   for (uint32_t i = 0; i < n && !s->stopping; i++) {
     const ws_peer_info_t *p = &peers[i];
-    if (!peer_neighbors_room(&s->nbrs, now))
+    if (!peer_neighbors_room_dial(&s->nbrs, now))
       break;
     if (p->port == 0 || strcmp(p->node_id, cfg->node_id) == 0 ||
         peer_neighbors_knows(&s->nbrs, p->node_id) ||

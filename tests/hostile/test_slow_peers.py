@@ -237,6 +237,8 @@ def test_idle_connections_do_not_keep_the_seed_out(rgw, s3env, tmp_path):
         # lends for a while is taken too, and each one closed comes back.
         crowd = IdleCrowd(listen_port(victim), key, 20)
         assert crowd.opened >= 16
+        # Every slot is taken before the victim hears of the seed.
+        assert victim.metric("weightswarm_p2pd_peer_neighbors") >= 16
         limit = bound(clean_s)
         took = timed_fetch(victim, pub, limit)
         print(f"clean {clean_s:.1f}s, with 20 idle connections {took:.1f}s "
@@ -244,7 +246,6 @@ def test_idle_connections_do_not_keep_the_seed_out(rgw, s3env, tmp_path):
         check(victim, pub, src)
         r = ws.release_state(victim, pub["digest"])
         assert r["bytes_from_peers"] > 0, r  # from the seed, not S3 at last
-        assert victim.metric("weightswarm_p2pd_peers_evicted_total") >= 1
     finally:
         if crowd is not None:
             crowd.close()
