@@ -10,7 +10,9 @@
  *   PEER_NBR_IDLE_MS; the idlest idle one is the one to replace, and room
  *   for a new connection is there under --max-neighbors, or up to
  *   PEER_NBR_SPARE over it while an idle one can be replaced;
- * - another holder of a chunk is found (the relative deadline needs one).
+ * - another holder of a chunk is found (the relative deadline needs one);
+ * - nodes we chose may be dialed with every slot held by accepted
+ *   connections, up to PEER_NBR_DIALED_MIN dialed ones.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,12 +128,36 @@ static void test_other_holder(void **state) {
   sfx_teardown(s);
 }
 
+static void test_dialed_slots(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  s->fx.cfg.max_neighbors = 2;
+  sfx_nbr_t *a = sfx_neighbor(s, "a", 0);
+  sfx_nbr_t *b = sfx_neighbor(s, "b", 0);
+  uint64_t now = uv_now(&s->fx.loop);
+  a->n.useful_ms = b->n.useful_ms = now; /* busy: nothing to replace */
+  a->n.initiator = b->n.initiator = false;
+  s->set.count += PEER_NBR_SPARE; /* and the lent slots taken */
+  assert_int_equal(peer_neighbors_room(&s->set, now), 0);
+  assert_int_equal(peer_neighbors_dialed(&s->set, NULL), 0);
+  assert_int_equal(peer_neighbors_room_dial(&s->set, now), 1);
+  /* Dialed ones count, up to the minimum. */
+  a->n.initiator = true;
+  assert_int_equal(peer_neighbors_dialed(&s->set, NULL), 1);
+  assert_int_equal(peer_neighbors_dialed(&s->set, &a->n), 0);
+  assert_int_equal(peer_neighbors_room_dial(&s->set, now),
+                   1 < PEER_NBR_DIALED_MIN);
+  s->set.count -= PEER_NBR_SPARE;
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_miss_benches_then_closes),
       cmocka_unit_test(test_time_we_held_its_reads_is_apart),
       cmocka_unit_test(test_idle_idlest_and_room),
       cmocka_unit_test(test_other_holder),
+      cmocka_unit_test(test_dialed_slots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
