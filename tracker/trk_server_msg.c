@@ -116,11 +116,11 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
  * an address): a window of the registry from a random slot, so every node
  * learns a changing sample of the others, whatever releases they share
  * (p2pd keeps them to swap with while the tracker is down). Costs at most
- * one pass over the registry's slots (TRK_MAX_PEERS). */
+ * one pass over the registry's slots in use (trk_peers_slots). */
 static uint32_t sample_nodes(trk_conn_t *c, const trk_peer_t **out,
                              uint32_t max) {
   const trk_peers_t *reg = trk_tracker_peers(c->srv->t);
-  uint32_t slots = trk_peers_max(reg), n = 0;
+  uint32_t slots = trk_peers_slots(reg), n = 0;
   if (slots == 0)
     return 0;
   uint64_t x = uv_hrtime() ^ (c->id * 0x9E3779B97F4A7C15ull);

@@ -12,6 +12,12 @@
  *             it), until any holder of c leaves: never suspect meanwhile.
  * need_lo is a lower bound on the first set need bit, so grants scan from
  * there instead of from chunk 0.
+ *
+ * Leased chunks are also on a list ordered by deadline (lnext/lprev by
+ * chunk, TRK_LEASE_NIL at the ends, lhead the earliest): every lease lives
+ * TRK_LEASE_TTL_MS from its grant or last renew, so a grant or renew goes
+ * to the tail, and expiry looks at the head only instead of walking every
+ * member (trk_lease.c).
  */
 #ifndef TRK_SWARM_INT_H
 #define TRK_SWARM_INT_H
@@ -62,6 +68,10 @@ struct trk_swarm_s {
   uint32_t complete;
   uint32_t downloaders;
   uint32_t joining; /* peers about to join (trk_swarm_set_joining) */
+  uint32_t max_members;
+  uint32_t *lnext; /* deadline order of leased chunks, per chunk */
+  uint32_t *lprev;
+  uint32_t lhead, ltail;
   trk_member_t **members;
   uint32_t nmembers;
   uint32_t members_cap;
@@ -75,6 +85,8 @@ struct trk_swarm_s {
   uint64_t n_suspect;       /* grants of suspect chunks */
   struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
+
+#define TRK_LEASE_NIL UINT32_MAX
 
 typedef enum {
   TRK_LEASE_END_COMPLETED,
