@@ -166,8 +166,12 @@ static void send_refusal(trk_conn_t *c, int rc, const ws_hash_t *d) {
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_ERROR;
   m.u.error.code = rc;
-  snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s",
-           ws_strerror(rc));
+  if (rc == WS_ELIMIT && trk_tracker_refusal(c->srv->t) != TRK_REFUSE_NONE)
+    snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s (%s)",
+             ws_strerror(rc), trk_refusal_name(trk_tracker_refusal(c->srv->t)));
+  else
+    snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s",
+             ws_strerror(rc));
   m.u.error.has_digest = true;
   memcpy(m.u.error.digest, d->b, WS_PROTO_DIGEST_LEN);
   WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id,
@@ -286,6 +290,26 @@ void trk_conn_on_msg(trk_conn_t *c, const ws_msg_t *m) {
 
 /* ---- registration ----------------------------------------------------- */
 
+/* What the ERROR to a node turned away at connect says. */
+static void refusal_text(trk_server_t *srv, int rc, char *out, size_t cap) {
+  trk_tracker_stats_t st;
+  if (rc != WS_ELIMIT) {
+    snprintf(out, cap, "refused: %s", ws_strerror(rc));
+    return;
+  }
+  trk_tracker_stats(srv->t, &st);
+  if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
+    snprintf(out, cap,
+             "tracker full: memory cap of %llu bytes reached "
+             "(--max-memory); retry later, fetch without this tracker",
+             (unsigned long long)st.memory_max);
+  else
+    snprintf(out, cap,
+             "tracker full: %u of %u peers connected (--max-peers); "
+             "retry later, fetch without this tracker",
+             st.peers, st.peers_max);
+}
+
 void trk_conn_register(trk_conn_t *c) {
   trk_server_t *srv = c->srv;
   const wire_peer_t *p = wire_conn_peer(c->wc);
@@ -297,10 +321,19 @@ void trk_conn_register(trk_conn_t *c) {
                           .labels = p->labels};
   int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
   if (rc < 0) {
-    WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
-            p->addr, p->node_id, ws_strerror(rc));
-    /* The ERROR says why; GOODBYE closes once it has gone out. */
-    trk_conn_send_error(c, rc, ws_strerror(rc));
+    char why[WS_ERRMSG_MAX + 1];
+    refusal_text(srv, rc, why, sizeof(why));
+    if (rc == WS_ELIMIT) /* a full tracker: counted, logged in summary */
+      trk_server_refused(srv, trk_tracker_refusal(srv->t));
+    else
+      WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
+              p->addr, p->node_id, why);
+    WS_LOGD("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
+            p->addr, p->node_id, why);
+    /* The ERROR (no "d": about the node, not a release) says why; p2pd
+     * backs off and fetches without this tracker. GOODBYE closes once it
+     * has gone out. */
+    trk_conn_send_error(c, rc, why);
     trk_conn_goodbye(c, WS_BYE_SHUTDOWN, "refused");
     return;
   }

@@ -184,6 +184,7 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         trk_peer_id_t *replaced) {
   trk_peer_t *p;
   trk_peer_id_t old_id = 0;
+  t->refusal = TRK_REFUSE_NONE;
   if (info == NULL || !trk_peer_node_id_valid(info->node_id))
     return WS_EUSAGE;
   trk_peer_t *old = trk_peers_find_node(t->peers, info->node_id);
@@ -394,6 +395,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   uint32_t granted[TRK_LEASES_PER_PEER_MAX];
   memset(r, 0, sizeof(*r));
   r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+  t->refusal = TRK_REFUSE_NONE;
   trk_peer_t *p = trk_peers_get(t->peers, id);
   if (p == NULL)
     return WS_ENOTFOUND;
