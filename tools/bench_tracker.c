@@ -247,9 +247,10 @@ static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
     if (memcmp(r->digest, b->digests[k], WS_PROTO_DIGEST_LEN) != 0)
       continue;
     if (p->sent_ns[k] != 0) {
+      if (b->win_start_ns != 0 && p->sent_ns[k] >= b->win_start_ns)
+        b->replies++;
       record(b, p->sent_ns[k], uv_hrtime());
       p->sent_ns[k] = 0;
-      b->replies++;
     }
     break;
   }
@@ -322,13 +323,15 @@ static void report(bt_t *b) {
   printf("{\"peers\": %u, \"releases\": %u, \"chunks\": %u, \"seconds\": %.1f, "
          "\"peers_up\": %u, \"announces\": %zu, \"p50_ms\": %.3f, "
          "\"p99_ms\": %.3f, \"max_ms\": %.3f, \"tracker_cpu_s\": %.2f, "
-         "\"tracker_cpu_pct\": %.1f, \"tracker_hwm_mib\": %.1f, "
+         "\"tracker_cpu_pct\": %.1f, \"tracker_cpu_us_per_announce\": %.1f, "
+         "\"tracker_hwm_mib\": %.1f, "
          "\"machine_busy_pct\": %.1f, \"machine_steal_pct\": %.1f, "
          "\"connects\": %llu, \"handshakes\": %llu, \"refused\": %llu, "
          "\"announce_errors\": %llu, \"drops\": %llu, \"unanswered\": %llu}\n",
          b->npeers, b->nrels, b->chunks, secs, up, b->nlat,
          pct(b->lat_us, b->nlat, 0.50), pct(b->lat_us, b->nlat, 0.99),
          pct(b->lat_us, b->nlat, 1.0), cpu, secs > 0 ? 100.0 * cpu / secs : 0,
+         b->nlat > 0 ? 1e6 * cpu / (double)b->nlat : 0,
          b->tracker_pid > 0 ? proc_hwm_kib(b->tracker_pid) / 1024.0 : 0,
          dt > 0 ? 100.0 * (double)(busy - b->st_busy0) / dt : 0,
          dt > 0 ? 100.0 * (double)(steal - b->st_steal0) / dt : 0,

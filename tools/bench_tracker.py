@@ -21,7 +21,8 @@ import time
 import ws
 from benchlib import BUILD, sh
 
-KEYS = ["p50_ms", "p99_ms", "max_ms", "tracker_cpu_pct", "tracker_hwm_mib",
+KEYS = ["p50_ms", "p99_ms", "max_ms", "tracker_cpu_pct", "tracker_cpu_us_per_announce",
+        "tracker_hwm_mib",
         "machine_busy_pct", "machine_steal_pct", "peers_up", "refused", "log_lines"]
 
 
@@ -82,10 +83,12 @@ def run(a):
             print(json.dumps(res), flush=True)
         else:
             print("run %d: %d peers x %d releases: p50 %.2f ms p99 %.2f ms max %.1f ms; "
-                  "tracker CPU %.1f %% of a core, peak RSS %.1f MiB; machine busy %.1f %%, "
+                  "tracker CPU %.1f %% of a core (%.0f us per announce), peak RSS %.1f MiB; "
+                  "machine busy %.1f %%, "
                   "steal %.1f %%; %d up, %d refused, %d tracker log lines"
                   % (i + 1, res["peers"], res["releases"], res["p50_ms"], res["p99_ms"],
-                     res["max_ms"], res["tracker_cpu_pct"], res["tracker_hwm_mib"],
+                     res["max_ms"], res["tracker_cpu_pct"],
+                     res["tracker_cpu_us_per_announce"], res["tracker_hwm_mib"],
                      res["machine_busy_pct"], res["machine_steal_pct"], res["peers_up"],
                      res["refused"], res["log_lines"]), flush=True)
     if len(runs) > 1:
@@ -94,7 +97,8 @@ def run(a):
         if a.json:
             print(json.dumps(med), flush=True)
         else:
-            print("median of %d: p50 %.2f ms p99 %.2f ms; tracker CPU %.1f %%, "
-                  "peak RSS %.1f MiB; steal %.1f %%"
+            print("median of %d: p50 %.2f ms p99 %.2f ms; tracker CPU %.1f %% "
+                  "(%.0f us per announce), peak RSS %.1f MiB; steal %.1f %%"
                   % (len(runs), med["p50_ms"], med["p99_ms"], med["tracker_cpu_pct"],
+                     med["tracker_cpu_us_per_announce"],
                      med["tracker_hwm_mib"], med["machine_steal_pct"]), flush=True)

@@ -195,6 +195,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   copy_str(p->node_id, sizeof(p->node_id), info->node_id);
   copy_str(p->addr, sizeof(p->addr), info->addr);
   copy_str(p->zone, sizeof(p->zone), info->zone);
+  p->zone_hash = node_hash(p->zone);
   copy_str(p->labels, sizeof(p->labels), info->labels);
   p->port = info->port;
   p->connected_ms = now_ms;
@@ -287,6 +288,7 @@ int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
     return WS_EUSAGE;
   copy_str(peer->addr, sizeof(peer->addr), info->addr);
   copy_str(peer->zone, sizeof(peer->zone), info->zone);
+  peer->zone_hash = node_hash(peer->zone);
   if (info->labels != NULL)
     copy_str(peer->labels, sizeof(peer->labels), info->labels);
   peer->port = info->port;

@@ -108,7 +108,8 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
     if (c == asker || c->peer == who || c->peer->port == 0)
       continue;
     cand_t x = {.m = c, .rank = 0};
-    if (zone[0] != '\0' && strcmp(zone, c->peer->zone) == 0)
+    if (zone[0] != '\0' && c->peer->zone_hash == who->zone_hash &&
+        strcmp(zone, c->peer->zone) == 0)
       x.rank |= RANK_ZONE;
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
     if (n == max) {
