@@ -42,6 +42,7 @@ typedef struct trk_conn_s {
   uint64_t window_ms; /* start of the frame-rate window */
   uint32_t window_frames;
   bool throttled; /* reading paused until the next sweep */
+  bool refused;   /* turned away at a cap: closed without a log line */
 } trk_conn_t;
 
 struct trk_server_s {

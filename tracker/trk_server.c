@@ -109,8 +109,11 @@ static void handle_closed_cb(uv_handle_t *h) {
  * state at once. */
 static void conn_closing(trk_conn_t *c, const char *why) {
   trk_server_t *srv = c->srv;
-  if (c->state == TRK_CONN_READY)
+  if (c->state == TRK_CONN_READY && !c->refused)
     WS_LOGI("conn#%llu %s node=%s: closed: %s", (unsigned long long)c->id,
+            wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->node_id, why);
+  else if (c->refused)
+    WS_LOGD("conn#%llu %s node=%s: closed: %s", (unsigned long long)c->id,
             wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->node_id, why);
   else
     WS_LOGD("conn#%llu %s: closed during handshake: %s",

@@ -333,6 +333,7 @@ void trk_conn_register(trk_conn_t *c) {
     /* The ERROR (no "d": about the node, not a release) says why; p2pd
      * backs off and fetches without this tracker. GOODBYE closes once it
      * has gone out. */
+    c->refused = rc == WS_ELIMIT; /* in the summary line instead */
     trk_conn_send_error(c, rc, why);
     trk_conn_goodbye(c, WS_BYE_SHUTDOWN, "refused");
     return;
