@@ -74,7 +74,10 @@ struct bt_s {
   uint32_t *lat_us; /* recorded in the window */
   size_t nlat, caplat;
   uint64_t connects, links, refused, announce_errors, drops, sent, replies;
+  uint64_t fail_timeout, fail_eof, fail_other; /* closed before ready */
   uint64_t cpu0_ticks; /* tracker CPU ticks at the window start */
+  double self_cpu0;    /* this process's CPU seconds then */
+  uint64_t runq0_ns;   /* the tracker's run-queue wait then */
   uint64_t st_busy0, st_total0, st_steal0;
   uv_timer_t phase;
   int phase_no;
@@ -111,6 +114,20 @@ static uint64_t proc_cpu_ticks(int pid) {
   return ut + st;
 }
 
+/* Nanoseconds pid's main thread waited, runnable, for a CPU. */
+static uint64_t proc_runq_ns(int pid) {
+  char path[64];
+  unsigned long long run = 0, wait = 0;
+  snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+    wait = 0;
+  fclose(f);
+  return wait;
+}
+
 static uint64_t proc_hwm_kib(int pid) {
   char path[64], line[256];
   unsigned long long kib = 0;
@@ -143,6 +160,14 @@ static void proc_stat(uint64_t *busy, uint64_t *steal, uint64_t *total) {
     *total += v[i];
   *steal = v[7];
   *busy = *total - v[3] - v[4];
+}
+
+static double self_cpu_s(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0)
+    return 0;
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+         ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* ---- announces ---------------------------------------------------------- */
@@ -264,9 +289,14 @@ static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
 
 static void on_close(wire_conn_t *c, int status) {
   bt_peer_t *p = wire_conn_user(c);
-  (void)status;
   if (p->ready)
     p->b->drops++;
+  else if (status == WS_ETIMEOUT)
+    p->b->fail_timeout++;
+  else if (status == UV_EOF || status == WS_EAUTH || status == UV_ECONNRESET)
+    p->b->fail_eof++; /* the tracker closed it (a cap) during the handshake */
+  else
+    p->b->fail_other++;
   p->wc = NULL;
   p->ready = false;
   p->accepted = false;
@@ -327,7 +357,10 @@ static void report(bt_t *b) {
          "\"tracker_hwm_mib\": %.1f, "
          "\"machine_busy_pct\": %.1f, \"machine_steal_pct\": %.1f, "
          "\"connects\": %llu, \"handshakes\": %llu, \"refused\": %llu, "
-         "\"announce_errors\": %llu, \"drops\": %llu, \"unanswered\": %llu}\n",
+         "\"announce_errors\": %llu, \"drops\": %llu, \"unanswered\": %llu, "
+         "\"fail_timeout\": %llu, \"fail_closed\": %llu, "
+         "\"fail_other\": %llu, \"generator_cpu_pct\": %.1f, "
+         "\"tracker_runq_wait_pct\": %.1f}\n",
          b->npeers, b->nrels, b->chunks, secs, up, b->nlat,
          pct(b->lat_us, b->nlat, 0.50), pct(b->lat_us, b->nlat, 0.99),
          pct(b->lat_us, b->nlat, 1.0), cpu, secs > 0 ? 100.0 * cpu / secs : 0,
@@ -338,7 +371,13 @@ static void report(bt_t *b) {
          (unsigned long long)b->connects, (unsigned long long)b->links,
          (unsigned long long)b->refused, (unsigned long long)b->announce_errors,
          (unsigned long long)b->drops,
-         (unsigned long long)(b->sent - b->replies));
+         (unsigned long long)(b->sent - b->replies),
+         (unsigned long long)b->fail_timeout, (unsigned long long)b->fail_eof,
+         (unsigned long long)b->fail_other,
+         secs > 0 ? 100.0 * (self_cpu_s() - b->self_cpu0) / secs : 0,
+         secs > 0 && b->tracker_pid > 0
+             ? (double)(proc_runq_ns(b->tracker_pid) - b->runq0_ns) / 1e7 / secs
+             : 0);
   fflush(stdout);
 }
 
@@ -348,9 +387,12 @@ static void on_phase(uv_timer_t *t) {
     b->phase_no = 1;
     b->win_start_ns = uv_hrtime();
     b->sent = b->replies = 0;
-    if (b->tracker_pid > 0)
+    if (b->tracker_pid > 0) {
       b->cpu0_ticks = proc_cpu_ticks(b->tracker_pid);
+      b->runq0_ns = proc_runq_ns(b->tracker_pid);
+    }
     proc_stat(&b->st_busy0, &b->st_steal0, &b->st_total0);
+    b->self_cpu0 = self_cpu_s();
     uv_timer_start(t, on_phase, (uint64_t)b->seconds * 1000u, 0);
     return;
   }

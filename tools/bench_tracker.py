@@ -23,7 +23,8 @@ from benchlib import BUILD, sh
 
 KEYS = ["p50_ms", "p99_ms", "max_ms", "tracker_cpu_pct", "tracker_cpu_us_per_announce",
         "tracker_hwm_mib",
-        "machine_busy_pct", "machine_steal_pct", "peers_up", "refused", "log_lines"]
+        "machine_busy_pct", "machine_steal_pct", "tracker_runq_wait_pct",
+        "generator_cpu_pct", "peers_up", "refused", "log_lines"]
 
 
 def wait_port(port, proc, deadline_s=30.0):
@@ -84,12 +85,13 @@ def run(a):
         else:
             print("run %d: %d peers x %d releases: p50 %.2f ms p99 %.2f ms max %.1f ms; "
                   "tracker CPU %.1f %% of a core (%.0f us per announce), peak RSS %.1f MiB; "
-                  "machine busy %.1f %%, "
-                  "steal %.1f %%; %d up, %d refused, %d tracker log lines"
+                  "machine busy %.1f %%, steal %.1f %%, tracker waited for a CPU %.1f %% "
+                  "of the time; %d up, %d refused, %d tracker log lines"
                   % (i + 1, res["peers"], res["releases"], res["p50_ms"], res["p99_ms"],
                      res["max_ms"], res["tracker_cpu_pct"],
                      res["tracker_cpu_us_per_announce"], res["tracker_hwm_mib"],
-                     res["machine_busy_pct"], res["machine_steal_pct"], res["peers_up"],
+                     res["machine_busy_pct"], res["machine_steal_pct"],
+                     res["tracker_runq_wait_pct"], res["peers_up"],
                      res["refused"], res["log_lines"]), flush=True)
     if len(runs) > 1:
         med = {k: statistics.median(r[k] for r in runs) for k in KEYS}

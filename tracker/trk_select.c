@@ -8,10 +8,11 @@
  * are returned. Cost is bounded: at most TRK_SELECT_SCAN_MAX members are
  * examined (a random window of the member array), each in
  * O(bitfield words + leases). The best `max` are kept in a bounded heap
- * (its root the worst kept) rather than sorting every candidate, and a
- * candidate that could not enter even if useful skips the usefulness test:
- * the same draws, the same picks in the same order as a full sort. Loop
- * thread only.
+ * (its root the worst kept) rather than sorting every candidate; the scan
+ * reads the swarm's dense member view (peer, zone hash, port), and only a
+ * candidate that could still enter is looked at further (zone text, the
+ * usefulness test): the same draws, the same picks in the same order as a
+ * full sort. Loop thread only.
  */
 #include "trk_swarm-int.h"
 
@@ -104,32 +105,31 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
   uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
   const char *zone = who->zone;
   for (uint32_t k = 0; k < scan; k++) {
-    const trk_member_t *c = s->members[(start + k) % s->nmembers];
-    if (c == asker || c->peer == who || c->peer->port == 0)
+    uint32_t i = (start + k) % s->nmembers;
+    const trk_mview_t *v = &s->mview[i];
+    if ((asker != NULL && i == asker->idx && s->members[i] == asker) ||
+        v->peer == who || v->port == 0)
       continue;
-    cand_t x = {.m = c, .rank = 0};
-    if (zone[0] != '\0' && c->peer->zone_hash == who->zone_hash &&
-        strcmp(zone, c->peer->zone) == 0)
-      x.rank |= RANK_ZONE;
+    int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
+    cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL};
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
-    if (n == max) {
-      /* Full: c enters only if it ranks before the last one kept. */
-      cand_t best = x;
-      best.rank |= RANK_USEFUL;
-      if (!cand_before(&best, &heap[0]))
-        continue;
-      if (useful(s, c, asker))
-        x.rank |= RANK_USEFUL;
-      if (!cand_before(&x, &heap[0]))
-        continue;
+    /* Full: c enters only if it ranks before the last one kept; x is the
+     * best it could rank, checked before reading the member itself. */
+    if (n == max && !cand_before(&x, &heap[0]))
+      continue;
+    x.m = s->members[i];
+    x.rank = 0;
+    if (zone_maybe && strcmp(zone, v->peer->zone) == 0)
+      x.rank |= RANK_ZONE;
+    if (useful(s, x.m, asker))
+      x.rank |= RANK_USEFUL;
+    if (n < max) {
+      heap[n] = x;
+      heap_up(heap, n++);
+    } else if (cand_before(&x, &heap[0])) {
       heap[0] = x;
       heap_down(heap, n, 0);
-      continue;
     }
-    if (useful(s, c, asker))
-      x.rank |= RANK_USEFUL;
-    heap[n] = x;
-    heap_up(heap, n++);
   }
   /* Best first: pop the last-ranked into the back. */
   for (uint32_t left = n; left > 1; left--) {

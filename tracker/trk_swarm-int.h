@@ -45,6 +45,15 @@ struct trk_member_s {
   uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */
 };
 
+/* What peer selection reads of member i, in a dense array in step with
+ * members[] (trk_select.c scans hundreds per announce: one cache line per
+ * four members instead of a member and a peer record each). */
+typedef struct {
+  const trk_peer_t *peer;
+  uint32_t zone_hash; /* peer->zone_hash */
+  uint32_t port;      /* peer->port; 0: serves nothing */
+} trk_mview_t;
+
 struct trk_swarm_s {
   ws_hash_t digest;
   /* Origin fetches to aim for in this swarm; 0: TRK_ORIGIN_INFLIGHT_TARGET
@@ -73,6 +82,7 @@ struct trk_swarm_s {
   uint32_t *lprev;
   uint32_t lhead, ltail;
   trk_member_t **members;
+  trk_mview_t *mview; /* members_cap entries */
   uint32_t nmembers;
   uint32_t members_cap;
   uint64_t created_ms;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 static void swarm_free_arrays(trk_swarm_t *s) {
+  free(s->mview);
   free(s->members);
   free(s->lprev);
   free(s->lnext);
@@ -47,9 +48,11 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->max_members = TRK_MAX_MEMBERS;
   s->members_cap = 8;
   s->members = calloc(s->members_cap, sizeof(*s->members));
-  if (s->avail == NULL || s->holder == NULL || s->need == NULL ||
-      s->ever == NULL || s->suspect == NULL || s->vouched == NULL ||
-      s->lnext == NULL || s->lprev == NULL || s->members == NULL)
+  s->mview = calloc(s->members_cap, sizeof(*s->mview));
+  if (s->mview == NULL || s->avail == NULL || s->holder == NULL ||
+      s->need == NULL || s->ever == NULL || s->suspect == NULL ||
+      s->vouched == NULL || s->lnext == NULL || s->lprev == NULL ||
+      s->members == NULL)
     goto fail;
   /* Nobody holds anything yet: every chunk needs the origin. */
   for (uint32_t i = 0; i < total_chunks; i++)
@@ -172,6 +175,10 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     if (v == NULL)
       return -ENOMEM;
     s->members = v;
+    trk_mview_t *mv = realloc(s->mview, cap * sizeof(*mv));
+    if (mv == NULL)
+      return -ENOMEM; /* members grew: harmless, next join retries */
+    s->mview = mv;
     s->members_cap = cap;
   }
   trk_member_t *m = calloc(1, trk_swarm_member_bytes(s));
@@ -185,6 +192,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     goto fail_member;
   m->idx = s->nmembers;
   s->members[s->nmembers++] = m;
+  trk_swarm_member_refresh(s, m);
   member_account(s, m, 1);
   trk_stats_member_join(s, m, now_ms);
   *out = m;
@@ -213,10 +221,18 @@ void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
   uint32_t last = s->nmembers - 1u;
   if (m->idx != last) {
     s->members[m->idx] = s->members[last];
+    s->mview[m->idx] = s->mview[last];
     s->members[m->idx]->idx = m->idx;
   }
   s->nmembers--;
   free(m);
+}
+
+void trk_swarm_member_refresh(trk_swarm_t *s, const trk_member_t *m) {
+  trk_mview_t *v = &s->mview[m->idx];
+  v->peer = m->peer;
+  v->zone_hash = m->peer->zone_hash;
+  v->port = m->peer->port;
 }
 
 trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer) {

@@ -114,6 +114,8 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
  * drops its chunks from availability, forgets the join on its peer, frees
  * m. */
 void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m);
+/* m's peer changed its port or zone: peer selection sees it now. */
+void trk_swarm_member_refresh(trk_swarm_t *s, const trk_member_t *m);
 /* The member record of peer in s, or NULL. */
 trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer);
 

@@ -216,7 +216,13 @@ int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
   trk_peer_t *p = trk_peers_get(t->peers, id);
   if (p == NULL)
     return WS_ENOTFOUND;
-  return trk_peer_update(p, info);
+  uint16_t port = p->port;
+  uint32_t zone = p->zone_hash;
+  int rc = trk_peer_update(p, info);
+  if (rc == 0 && (p->port != port || p->zone_hash != zone))
+    for (uint32_t i = 0; i < p->njoined; i++)
+      trk_swarm_member_refresh(p->joined[i].swarm, p->joined[i].member);
+  return rc;
 }
 
 /* Finds or creates the swarm for a and joins p to it. */

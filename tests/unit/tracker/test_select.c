@@ -35,6 +35,7 @@ static void setup(fx_t *fx) {
   assert_int_equal(trk_lease_grant(fx->s, fx->m[5], 1, 0, got, 1), 1);
   assert_false(trk_member_has(fx->m[0], got[0]));
   fx->peer[8]->port = 0;
+  trk_swarm_member_refresh(fx->s, fx->m[8]);
 }
 
 static void test_zone_then_useful(void **state) {
@@ -102,8 +103,10 @@ static void test_bound_and_exclusions(void **state) {
       assert_ptr_not_equal(out[i], out[k]); /* no duplicates */
   }
   /* Nobody else serves: empty reply. */
-  for (uint32_t i = 1; i < 50; i++)
+  for (uint32_t i = 1; i < 50; i++) {
     fx.peer[i]->port = 0;
+    trk_swarm_member_refresh(fx.s, fx.m[i]);
+  }
   assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 5, &rng, out),
                    0);
   fx_free(&fx);

@@ -464,12 +464,40 @@ static void test_configured_caps(void **state) {
   trk_tracker_free(t);
 }
 
+/* Selection reads a per-swarm view of each member's port and zone: a
+ * peer's announce that changes them (trk_tracker_peer_update) shows at
+ * once in every release it joined. */
+static void test_peer_update_reaches_selection(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(5);
+  trk_peer_id_t a = conn(t, "a", "z1", 7000);
+  trk_peer_id_t b = conn(t, "b", "z2", 0); /* serves nothing yet */
+  trk_announce_t an = ann(&d, 16);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 1000, &r), 0);
+  assert_int_equal(r.npeers, 0);
+  trk_peer_info_t in = {
+      .node_id = "b", .addr = "10.0.0.9", .port = 7001, .zone = "z1"};
+  assert_int_equal(trk_tracker_peer_update(t, b, &in), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 2000, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "b");
+  in.port = 0;
+  assert_int_equal(trk_tracker_peer_update(t, b, &in), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 3000, &r), 0);
+  assert_int_equal(r.npeers, 0);
+  trk_tracker_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_manifest_unknown_announce),
       cmocka_unit_test(test_joining_peers_share_leases),
       cmocka_unit_test(test_configured_caps),
+      cmocka_unit_test(test_peer_update_reaches_selection),
       cmocka_unit_test(test_rate_and_unknown_peer),
       cmocka_unit_test(test_caps),
       cmocka_unit_test(test_swarm_cap),
