@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #define SLOT_MASK 0xFFFFu
 #define MAX_SLOTS TRK_MAX_PEERS_MAX
 
@@ -34,6 +36,24 @@ static uint32_t node_hash(const char *node_id) {
   for (const unsigned char *p = (const unsigned char *)node_id; *p; p++)
     h = (h ^ *p) * 16777619u;
   return h;
+}
+
+/* A key nobody outside knows: a node cannot pick a zone label whose hash
+ * equals another zone's and pass for a neighbour of its nodes. */
+static uint64_t zone_hash(const char *zone) {
+  static unsigned char key[crypto_shorthash_KEYBYTES];
+  static int keyed;
+  unsigned char h[crypto_shorthash_BYTES];
+  uint64_t v;
+  if (!keyed) {
+    if (sodium_init() < 0)
+      abort(); /* no usable randomness: nothing here can be trusted */
+    randombytes_buf(key, sizeof(key));
+    keyed = 1;
+  }
+  crypto_shorthash(h, (const unsigned char *)zone, strlen(zone), key);
+  memcpy(&v, h, sizeof(v));
+  return v;
 }
 
 static void index_add(trk_peers_t *reg, uint32_t s) {
@@ -195,7 +215,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   copy_str(p->node_id, sizeof(p->node_id), info->node_id);
   copy_str(p->addr, sizeof(p->addr), info->addr);
   copy_str(p->zone, sizeof(p->zone), info->zone);
-  p->zone_hash = node_hash(p->zone);
+  p->zone_hash = zone_hash(p->zone);
   copy_str(p->labels, sizeof(p->labels), info->labels);
   p->port = info->port;
   p->connected_ms = now_ms;
@@ -288,7 +308,7 @@ int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
     return WS_EUSAGE;
   copy_str(peer->addr, sizeof(peer->addr), info->addr);
   copy_str(peer->zone, sizeof(peer->zone), info->zone);
-  peer->zone_hash = node_hash(peer->zone);
+  peer->zone_hash = zone_hash(peer->zone);
   if (info->labels != NULL)
     copy_str(peer->labels, sizeof(peer->labels), info->labels);
   peer->port = info->port;

@@ -45,7 +45,9 @@ typedef struct trk_peer_s {
   char node_id[TRK_NODE_ID_MAX + 1];
   char addr[TRK_ADDR_MAX + 1];
   char zone[TRK_ZONE_MAX + 1];
-  uint32_t zone_hash; /* of zone: peer selection compares this first */
+  /* Keyed 64-bit hash of zone (SipHash, a key per process): peer
+   * selection compares zones by it without reading the text. */
+  uint64_t zone_hash;
   char labels[WS_LABELS_MAX + 1]; /* from HELLO; "" when none */
   uint16_t port;
   uint64_t connected_ms;

@@ -9,14 +9,12 @@
  * examined (a random window of the member array), each in
  * O(bitfield words + leases). The best `max` are kept in a bounded heap
  * (its root the worst kept) rather than sorting every candidate; the scan
- * reads the swarm's dense member view (peer, zone hash, port), and only a
- * candidate that could still enter is looked at further (zone text, the
+ * reads the swarm's dense member view (peer, keyed zone hash, port), and
+ * only a candidate that could still enter is looked at further (the
  * usefulness test): the same draws, the same picks in the same order as a
  * full sort. Loop thread only.
  */
 #include "trk_swarm-int.h"
-
-#include <string.h>
 
 #define RANK_ZONE 2u
 #define RANK_USEFUL 1u
@@ -110,6 +108,7 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
     if ((asker != NULL && i == asker->idx && s->members[i] == asker) ||
         v->peer == who || v->port == 0)
       continue;
+    /* Zones compare by keyed hash (trk_peer.h): no read of the peer. */
     int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
     cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL};
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
@@ -118,9 +117,7 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
     if (n == max && !cand_before(&x, &heap[0]))
       continue;
     x.m = s->members[i];
-    x.rank = 0;
-    if (zone_maybe && strcmp(zone, v->peer->zone) == 0)
-      x.rank |= RANK_ZONE;
+    x.rank = zone_maybe ? RANK_ZONE : 0;
     if (useful(s, x.m, asker))
       x.rank |= RANK_USEFUL;
     if (n < max) {

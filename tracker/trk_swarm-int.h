@@ -50,7 +50,7 @@ struct trk_member_s {
  * four members instead of a member and a peer record each). */
 typedef struct {
   const trk_peer_t *peer;
-  uint32_t zone_hash; /* peer->zone_hash */
+  uint64_t zone_hash; /* peer->zone_hash */
   uint32_t port;      /* peer->port; 0: serves nothing */
 } trk_mview_t;
 

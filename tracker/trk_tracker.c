@@ -217,7 +217,7 @@ int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
   if (p == NULL)
     return WS_ENOTFOUND;
   uint16_t port = p->port;
-  uint32_t zone = p->zone_hash;
+  uint64_t zone = p->zone_hash;
   int rc = trk_peer_update(p, info);
   if (rc == 0 && (p->port != port || p->zone_hash != zone))
     for (uint32_t i = 0; i < p->njoined; i++)
