@@ -102,8 +102,8 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
       s->nmembers < TRK_SELECT_SCAN_MAX ? s->nmembers : TRK_SELECT_SCAN_MAX;
   uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
   const char *zone = who->zone;
-  for (uint32_t k = 0; k < scan; k++) {
-    uint32_t i = (start + k) % s->nmembers;
+  for (uint32_t k = 0, i = start; k < scan;
+       k++, i = i + 1u == s->nmembers ? 0 : i + 1u) {
     const trk_mview_t *v = &s->mview[i];
     if ((asker != NULL && i == asker->idx && s->members[i] == asker) ||
         v->peer == who || v->port == 0)
