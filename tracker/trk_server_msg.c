@@ -41,9 +41,10 @@ static void protocol_error(trk_conn_t *c, const char *why) {
 
 /* ---- replies ---------------------------------------------------------- */
 
-/* Copies src (NUL-terminated) into dst of cap bytes, cut to fit. */
-static void copy_text(char *dst, size_t cap, const char *src) {
-  size_t n = strnlen(src, cap - 1u);
+/* Copies src (NUL-terminated within srccap bytes) into dst of cap bytes,
+ * cut to fit. */
+static void copy_text(char *dst, size_t cap, const char *src, size_t srccap) {
+  size_t n = strnlen(src, (cap < srccap ? cap : srccap) - 1u);
   memcpy(dst, src, n);
   dst[n] = '\0';
 }
@@ -59,9 +60,9 @@ static uint32_t reply_peer_infos(const trk_peer_t *const *in, uint32_t n,
     if (p->addr[0] == '\0')
       continue; /* nowhere to connect to */
     /* Copies, not snprintf: sixteen peers in every reply. */
-    copy_text(o->node_id, sizeof(o->node_id), p->node_id);
-    copy_text(o->host, sizeof(o->host), p->addr);
-    copy_text(o->zone, sizeof(o->zone), p->zone);
+    copy_text(o->node_id, sizeof(o->node_id), p->node_id, sizeof(p->node_id));
+    copy_text(o->host, sizeof(o->host), p->addr, sizeof(p->addr));
+    copy_text(o->zone, sizeof(o->zone), p->zone, sizeof(p->zone));
     o->port = p->port;
     k++;
   }
