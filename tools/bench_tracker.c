@@ -6,7 +6,7 @@
  *
  *   bench_tracker --port P --key-file F --peers N --releases R
  *                 [--host H] [--seconds S] [--ramp-s S] [--chunks C]
- *                 [--tracker-pid PID]
+ *                 [--tracker-pid PID] [--max-wait S]
  *
  * Node i joins release r as a seed when (i + r) % 4 == 0 (every chunk),
  * else as a downloader holding a random half of the chunks and wanting
@@ -17,8 +17,10 @@
  * --ramp-s, like a scale-up; a node turned away (ERROR without a release)
  * or dropped reconnects with exponential backoff, reset only by a reply.
  *
- * After the ramp and one more interval, latencies (announce sent -> its
- * reply, in this process's clock) are recorded for --seconds; with
+ * Once every node is up (the tracker answered it; or --max-wait seconds
+ * after the start, whichever comes first) and one more interval has
+ * passed, latencies (announce sent -> its reply, in this process's clock)
+ * are recorded for --seconds; with
  * --tracker-pid the tracker's CPU time over that window and its peak RSS
  * (VmHWM) are read from /proc, and the machine's busy and stolen CPU
  * share from /proc/stat. One JSON object goes to stdout. The generator
@@ -66,7 +68,11 @@ struct bt_s {
   char host[64];
   uint16_t port;
   uint32_t npeers, nrels, chunks, nbytes;
-  uint32_t seconds, ramp_s;
+  uint32_t seconds, ramp_s, max_wait_s;
+  uint32_t up;          /* nodes the tracker answered, now */
+  double all_up_s;      /* seconds from the start until all were up */
+  uint32_t up_at_start; /* nodes up when the window opened */
+  uint64_t t0_ns;
   int tracker_pid;
   bt_peer_t *peers;
   uint8_t digests[BT_RELEASES_MAX + 1][WS_PROTO_DIGEST_LEN];
@@ -282,6 +288,8 @@ static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
   if (!p->accepted) {
     p->accepted = true;
     p->backoff_ms = BT_BACKOFF_MIN_MS;
+    if (++b->up == b->npeers && b->all_up_s == 0)
+      b->all_up_s = (double)(uv_hrtime() - b->t0_ns) / 1e9;
   }
   if (r->interval_ms >= 100u && r->interval_ms <= 600000u)
     p->interval_ms = r->interval_ms;
@@ -289,6 +297,8 @@ static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
 
 static void on_close(wire_conn_t *c, int status) {
   bt_peer_t *p = wire_conn_user(c);
+  if (p->accepted)
+    p->b->up--;
   if (p->ready)
     p->b->drops++;
   else if (status == WS_ETIMEOUT)
@@ -346,12 +356,10 @@ static void report(bt_t *b) {
           : 0;
   proc_stat(&busy, &steal, &total);
   double dt = (double)(total - b->st_total0);
-  uint32_t up = 0;
-  for (uint32_t i = 0; i < b->npeers; i++)
-    up += b->peers[i].accepted;
   qsort(b->lat_us, b->nlat, sizeof(*b->lat_us), cmp_u32);
   printf("{\"peers\": %u, \"releases\": %u, \"chunks\": %u, \"seconds\": %.1f, "
-         "\"peers_up\": %u, \"announces\": %zu, \"p50_ms\": %.3f, "
+         "\"peers_up\": %u, \"all_up_s\": %.1f, \"announces\": %zu, "
+         "\"p50_ms\": %.3f, "
          "\"p99_ms\": %.3f, \"max_ms\": %.3f, \"tracker_cpu_s\": %.2f, "
          "\"tracker_cpu_pct\": %.1f, \"tracker_cpu_us_per_announce\": %.1f, "
          "\"tracker_hwm_mib\": %.1f, "
@@ -361,8 +369,8 @@ static void report(bt_t *b) {
          "\"fail_timeout\": %llu, \"fail_closed\": %llu, "
          "\"fail_other\": %llu, \"generator_cpu_pct\": %.1f, "
          "\"tracker_runq_wait_pct\": %.1f}\n",
-         b->npeers, b->nrels, b->chunks, secs, up, b->nlat,
-         pct(b->lat_us, b->nlat, 0.50), pct(b->lat_us, b->nlat, 0.99),
+         b->npeers, b->nrels, b->chunks, secs, b->up_at_start, b->all_up_s,
+         b->nlat, pct(b->lat_us, b->nlat, 0.50), pct(b->lat_us, b->nlat, 0.99),
          pct(b->lat_us, b->nlat, 1.0), cpu, secs > 0 ? 100.0 * cpu / secs : 0,
          b->nlat > 0 ? 1e6 * cpu / (double)b->nlat : 0,
          b->tracker_pid > 0 ? proc_hwm_kib(b->tracker_pid) / 1024.0 : 0,
@@ -381,11 +389,24 @@ static void report(bt_t *b) {
   fflush(stdout);
 }
 
+/* Phase 0: every second, until all nodes are up or --max-wait passed;
+ * phase 1: one interval more; phase 2: the window; then the report. */
 static void on_phase(uv_timer_t *t) {
   bt_t *b = t->data;
-  if (b->phase_no == 0) { /* warm-up over: the window opens */
+  double elapsed = (double)(uv_hrtime() - b->t0_ns) / 1e9;
+  if (b->phase_no == 0) {
+    if (b->up < b->npeers && elapsed < (double)b->max_wait_s) {
+      uv_timer_start(t, on_phase, 1000, 0);
+      return;
+    }
     b->phase_no = 1;
+    uv_timer_start(t, on_phase, BT_INTERVAL_MS + 1000u, 0);
+    return;
+  }
+  if (b->phase_no == 1) { /* warm-up over: the window opens */
+    b->phase_no = 2;
     b->win_start_ns = uv_hrtime();
+    b->up_at_start = b->up;
     b->sent = b->replies = 0;
     if (b->tracker_pid > 0) {
       b->cpu0_ticks = proc_cpu_ticks(b->tracker_pid);
@@ -424,8 +445,8 @@ static void ramp_start(bt_t *b) {
   }
   uv_timer_init(b->loop, &b->phase);
   b->phase.data = b;
-  uv_timer_start(&b->phase, on_phase,
-                 (uint64_t)b->ramp_s * 1000u + BT_INTERVAL_MS + 1000u, 0);
+  b->t0_ns = uv_hrtime();
+  uv_timer_start(&b->phase, on_phase, (uint64_t)b->ramp_s * 1000u, 0);
 }
 
 /* ---- setup -------------------------------------------------------------- */
@@ -461,7 +482,7 @@ static void raise_nofile(uint32_t need) {
 static int usage(void) {
   fprintf(stderr, "usage: bench_tracker --port P --key-file F --peers N "
                   "--releases R [--host H] [--seconds S] [--ramp-s S] "
-                  "[--chunks C] [--tracker-pid PID]\n");
+                  "[--chunks C] [--tracker-pid PID] [--max-wait S]\n");
   return 2;
 }
 
@@ -490,6 +511,8 @@ static int parse(bt_t *b, int argc, char **argv, const char **key_file) {
       b->ramp_s = (uint32_t)n;
     else if (strcmp(k, "--chunks") == 0 && n > 0 && n <= WS_MAX_TOTAL_CHUNKS)
       b->chunks = (uint32_t)n;
+    else if (strcmp(k, "--max-wait") == 0)
+      b->max_wait_s = (uint32_t)n;
     else if (strcmp(k, "--tracker-pid") == 0)
       b->tracker_pid = (int)n;
     else
@@ -506,6 +529,7 @@ int main(int argc, char **argv) {
   snprintf(b.host, sizeof(b.host), "127.0.0.1");
   b.seconds = 30;
   b.ramp_s = 10;
+  b.max_wait_s = 120;
   b.chunks = 1024;
   if (argc % 2 != 1 || parse(&b, argc, argv, &key_file) != 0)
     return usage();

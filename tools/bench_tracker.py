@@ -55,7 +55,7 @@ def one_run(a, tracker_bin, gen_bin):
                    "--peers", str(a.peers), "--releases", str(a.releases),
                    "--seconds", str(a.seconds), "--ramp-s", str(a.ramp_s),
                    "--chunks", str(a.chunks), "--tracker-pid", str(trk.pid)]
-            limit = a.ramp_s + a.seconds + 120
+            limit = max(a.ramp_s, 120) + a.seconds + 90  # the generator's --max-wait is 120 s
             out = sh(*gen, capture_output=True, text=True, timeout=limit).stdout
             res = json.loads(out.strip().splitlines()[-1])
         finally:
@@ -86,12 +86,12 @@ def run(a):
             print("run %d: %d peers x %d releases: p50 %.2f ms p99 %.2f ms max %.1f ms; "
                   "tracker CPU %.1f %% of a core (%.0f us per announce), peak RSS %.1f MiB; "
                   "machine busy %.1f %%, steal %.1f %%, tracker waited for a CPU %.1f %% "
-                  "of the time; %d up, %d refused, %d tracker log lines"
+                  "of the time; %d up (all up after %.0f s), %d refused, %d tracker log lines"
                   % (i + 1, res["peers"], res["releases"], res["p50_ms"], res["p99_ms"],
                      res["max_ms"], res["tracker_cpu_pct"],
                      res["tracker_cpu_us_per_announce"], res["tracker_hwm_mib"],
                      res["machine_busy_pct"], res["machine_steal_pct"],
-                     res["tracker_runq_wait_pct"], res["peers_up"],
+                     res["tracker_runq_wait_pct"], res["peers_up"], res["all_up_s"],
                      res["refused"], res["log_lines"]), flush=True)
     if len(runs) > 1:
         med = {k: statistics.median(r[k] for r in runs) for k in KEYS}
