@@ -40,6 +40,11 @@ def wait_port(port, proc, deadline_s=30.0):
     raise RuntimeError("p2p-tracker did not listen on %d" % port)
 
 
+def niced(n):
+    """preexec_fn: the child at nice n (negative needs the privilege)."""
+    return (lambda: os.setpriority(os.PRIO_PROCESS, 0, n)) if n else None
+
+
 def one_run(a, tracker_bin, gen_bin):
     with tempfile.TemporaryDirectory(prefix="ws-bench-trk-") as d:
         key = ws.write_cluster_key(os.path.join(d, "cluster.key"))
@@ -48,7 +53,8 @@ def one_run(a, tracker_bin, gen_bin):
         cmd = [tracker_bin, "--listen", "127.0.0.1:%d" % port,
                "--http", "127.0.0.1:%d" % http, "--cluster-key", key] + list(a.tracker_arg or [])
         with open(log_path, "w") as log:
-            trk = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            trk = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                   preexec_fn=niced(a.nice))
         try:
             wait_port(port, trk)
             gen = [gen_bin, "--port", str(port), "--key-file", key,
@@ -56,7 +62,8 @@ def one_run(a, tracker_bin, gen_bin):
                    "--seconds", str(a.seconds), "--ramp-s", str(a.ramp_s),
                    "--chunks", str(a.chunks), "--tracker-pid", str(trk.pid)]
             limit = max(a.ramp_s, 120) + a.seconds + 90  # the generator's --max-wait is 120 s
-            out = sh(*gen, capture_output=True, text=True, timeout=limit).stdout
+            out = sh(*gen, capture_output=True, text=True, timeout=limit,
+                     preexec_fn=niced(a.nice)).stdout
             res = json.loads(out.strip().splitlines()[-1])
         finally:
             trk.send_signal(signal.SIGTERM)
@@ -68,6 +75,7 @@ def one_run(a, tracker_bin, gen_bin):
         with open(log_path, errors="replace") as f:
             res["log_lines"] = sum(1 for _ in f)
         res["tracker"] = tracker_bin
+        res["nice"] = a.nice
         return res
 
 
