@@ -6,9 +6,11 @@
  *
  *   bench_tracker --port P --key-file F --peers N --releases R
  *                 [--host H] [--seconds S] [--ramp-s S] [--chunks C]
- *                 [--tracker-pid PID] [--max-wait S]
+ *                 [--tracker-pid PID] [--max-wait S] [--spread 1]
  *
- * Node i joins release r as a seed when (i + r) % 4 == 0 (every chunk),
+ * Every node joins every release, or with --spread 1 node i joins only
+ * release i % R (N/R nodes per release). Node i joins release r as a seed
+ * when (i + r) % 4 == 0 (every chunk),
  * else as a downloader holding a random half of the chunks and wanting
  * origin leases; it never reports more chunks and never renews a lease,
  * so leases keep expiring and being granted again (the tracker's worst
@@ -69,6 +71,7 @@ struct bt_s {
   uint16_t port;
   uint32_t npeers, nrels, chunks, nbytes;
   uint32_t seconds, ramp_s, max_wait_s;
+  bool spread;          /* node i joins release i % nrels only */
   uint32_t up;          /* nodes the tracker answered, now */
   double all_up_s;      /* seconds from the start until all were up */
   uint32_t up_at_start; /* nodes up when the window opened */
@@ -211,8 +214,10 @@ static void send_one(bt_peer_t *p, uint32_t k) {
 static void on_peer_timer(uv_timer_t *t);
 
 static void announce_all(bt_peer_t *p) {
-  for (uint32_t k = 0; k <= p->b->nrels && p->wc != NULL && p->ready; k++)
-    send_one(p, k);
+  bt_t *b = p->b;
+  for (uint32_t k = 0; k <= b->nrels && p->wc != NULL && p->ready; k++)
+    if (!b->spread || k == b->nrels || k == p->idx % b->nrels)
+      send_one(p, k);
   uv_timer_start(&p->timer, on_peer_timer, p->interval_ms, 0);
 }
 
@@ -357,7 +362,8 @@ static void report(bt_t *b) {
   proc_stat(&busy, &steal, &total);
   double dt = (double)(total - b->st_total0);
   qsort(b->lat_us, b->nlat, sizeof(*b->lat_us), cmp_u32);
-  printf("{\"peers\": %u, \"releases\": %u, \"chunks\": %u, \"seconds\": %.1f, "
+  printf("{\"peers\": %u, \"releases\": %u, \"spread\": %d, \"chunks\": %u, "
+         "\"seconds\": %.1f, "
          "\"peers_up\": %u, \"all_up_s\": %.1f, \"announces\": %zu, "
          "\"p50_ms\": %.3f, "
          "\"p99_ms\": %.3f, \"max_ms\": %.3f, \"tracker_cpu_s\": %.2f, "
@@ -369,9 +375,10 @@ static void report(bt_t *b) {
          "\"fail_timeout\": %llu, \"fail_closed\": %llu, "
          "\"fail_other\": %llu, \"generator_cpu_pct\": %.1f, "
          "\"tracker_runq_wait_pct\": %.1f}\n",
-         b->npeers, b->nrels, b->chunks, secs, b->up_at_start, b->all_up_s,
-         b->nlat, pct(b->lat_us, b->nlat, 0.50), pct(b->lat_us, b->nlat, 0.99),
-         pct(b->lat_us, b->nlat, 1.0), cpu, secs > 0 ? 100.0 * cpu / secs : 0,
+         b->npeers, b->nrels, (int)b->spread, b->chunks, secs, b->up_at_start,
+         b->all_up_s, b->nlat, pct(b->lat_us, b->nlat, 0.50),
+         pct(b->lat_us, b->nlat, 0.99), pct(b->lat_us, b->nlat, 1.0), cpu,
+         secs > 0 ? 100.0 * cpu / secs : 0,
          b->nlat > 0 ? 1e6 * cpu / (double)b->nlat : 0,
          b->tracker_pid > 0 ? proc_hwm_kib(b->tracker_pid) / 1024.0 : 0,
          dt > 0 ? 100.0 * (double)(busy - b->st_busy0) / dt : 0,
@@ -482,7 +489,8 @@ static void raise_nofile(uint32_t need) {
 static int usage(void) {
   fprintf(stderr, "usage: bench_tracker --port P --key-file F --peers N "
                   "--releases R [--host H] [--seconds S] [--ramp-s S] "
-                  "[--chunks C] [--tracker-pid PID] [--max-wait S]\n");
+                  "[--chunks C] [--tracker-pid PID] [--max-wait S] "
+                  "[--spread 1]\n");
   return 2;
 }
 
@@ -511,6 +519,8 @@ static int parse(bt_t *b, int argc, char **argv, const char **key_file) {
       b->ramp_s = (uint32_t)n;
     else if (strcmp(k, "--chunks") == 0 && n > 0 && n <= WS_MAX_TOTAL_CHUNKS)
       b->chunks = (uint32_t)n;
+    else if (strcmp(k, "--spread") == 0)
+      b->spread = n != 0;
     else if (strcmp(k, "--max-wait") == 0)
       b->max_wait_s = (uint32_t)n;
     else if (strcmp(k, "--tracker-pid") == 0)

@@ -60,7 +60,8 @@ def one_run(a, tracker_bin, gen_bin):
             gen = [gen_bin, "--port", str(port), "--key-file", key,
                    "--peers", str(a.peers), "--releases", str(a.releases),
                    "--seconds", str(a.seconds), "--ramp-s", str(a.ramp_s),
-                   "--chunks", str(a.chunks), "--tracker-pid", str(trk.pid)]
+                   "--chunks", str(a.chunks), "--tracker-pid", str(trk.pid),
+                   "--spread", "1" if a.spread else "0"]
             limit = max(a.ramp_s, 120) + a.seconds + 90  # the generator's --max-wait is 120 s
             out = sh(*gen, capture_output=True, text=True, timeout=limit,
                      preexec_fn=niced(a.nice)).stdout
