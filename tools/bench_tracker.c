@@ -84,6 +84,7 @@ struct bt_s {
   size_t nlat, caplat;
   uint64_t connects, links, refused, announce_errors, drops, sent, replies;
   uint64_t fail_timeout, fail_eof, fail_other; /* closed before ready */
+  char last_error[WS_ERRMSG_MAX + 1];          /* of an announce */
   uint64_t cpu0_ticks; /* tracker CPU ticks at the window start */
   double self_cpu0;    /* this process's CPU seconds then */
   uint64_t runq0_ns;   /* the tracker's run-queue wait then */
@@ -274,6 +275,7 @@ static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
   }
   if (m->type == WS_MSG_ERROR) {
     b->announce_errors++;
+    snprintf(b->last_error, sizeof(b->last_error), "%s", m->u.error.msg);
     return;
   }
   if (m->type != WS_MSG_ANNOUNCE_REPLY)
@@ -374,7 +376,7 @@ static void report(bt_t *b) {
          "\"announce_errors\": %llu, \"drops\": %llu, \"unanswered\": %llu, "
          "\"fail_timeout\": %llu, \"fail_closed\": %llu, "
          "\"fail_other\": %llu, \"generator_cpu_pct\": %.1f, "
-         "\"tracker_runq_wait_pct\": %.1f}\n",
+         "\"tracker_runq_wait_pct\": %.1f, \"last_announce_error\": \"%s\"}\n",
          b->npeers, b->nrels, (int)b->spread, b->chunks, secs, b->up_at_start,
          b->all_up_s, b->nlat, pct(b->lat_us, b->nlat, 0.50),
          pct(b->lat_us, b->nlat, 0.99), pct(b->lat_us, b->nlat, 1.0), cpu,
@@ -392,7 +394,8 @@ static void report(bt_t *b) {
          secs > 0 ? 100.0 * (self_cpu_s() - b->self_cpu0) / secs : 0,
          secs > 0 && b->tracker_pid > 0
              ? (double)(proc_runq_ns(b->tracker_pid) - b->runq0_ns) / 1e7 / secs
-             : 0);
+             : 0,
+         b->last_error);
   fflush(stdout);
 }
 
