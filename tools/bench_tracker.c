@@ -30,6 +30,7 @@
  * latency it measures (docs/benchmarks.md "Tracker capacity").
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -559,6 +560,7 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < WS_PROTO_DIGEST_LEN; i++)
       b.digests[r][i] = (uint8_t)(0xB0u + r * 7u + i * 13u);
   /* digests[nrels] stays all zero: the presence digest */
+  signal(SIGPIPE, SIG_IGN); /* a tracker that closes on us: an error, no kill */
   raise_nofile(b.npeers + 64u);
   b.peers = calloc(b.npeers, sizeof(*b.peers));
   uint8_t *have = calloc((size_t)b.npeers * b.nrels, b.nbytes);
