@@ -23,10 +23,11 @@
 #define TRK_MAX_PEERS_MAX 65534u
 /* What one connected peer costs outside its swarm memberships: the
  * wire_conn (its 64 KiB read buffer is touched only as far as frames
- * reach, one page for announces), the send queue and the tracker's own
- * records. An estimate measured with tools/bench tracker (RSS growth per
- * peer, docs/benchmarks.md "Tracker capacity"). */
-#define TRK_PEER_CONN_BYTES (12u << 10)
+ * reach), the send queue, libuv's handle and the heap around them. An
+ * estimate from tools/bench tracker: 10,000 nodes in 4 releases peaked at
+ * 299 MiB, of which about 95 MiB were memberships and peer records, so
+ * about 20 KiB per connection (docs/benchmarks.md "Tracker capacity"). */
+#define TRK_PEER_CONN_BYTES (20u << 10)
 /* Releases one peer may join: the default of --max-releases-per-node,
  * and the most it may be set to (every release the tracker tracks). The
  * join table costs 16 bytes per slot and peer; the memberships themselves
