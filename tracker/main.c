@@ -6,6 +6,7 @@
  *               [--origin-inflight N] [--metrics HOST:PORT]
  *               [--max-releases-per-node N] [--wanted-ttl DURATION]
  *               [--api-token-file FILE [--api-token-reads]] [--insecure]
+ *               [--max-peers N] [--max-members N] [--max-memory SIZE]
  *
  * Without --insecure both the cluster key and the API token are required
  * (docs/security.md); --insecure lets either be missing, loudly.
@@ -17,6 +18,7 @@
  */
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,12 @@ typedef struct {
   int token_reads;         /* --api-token-reads: GETs too */
   int insecure;            /* --insecure: key and token may be missing */
   const char *token;       /* loaded from token_file by main; NULL = none */
+  const char *max_peers;   /* capacity (docs/tracker.md "Capacity") */
+  const char *max_members;
+  const char *max_memory;
+  uint32_t max_peers_n;
+  uint32_t max_members_n;
+  uint64_t max_memory_n;
 } opts_t;
 
 typedef struct {
@@ -82,6 +90,9 @@ enum {
   OPT_API_TOKEN_FILE,
   OPT_API_TOKEN_READS,
   OPT_INSECURE,
+  OPT_MAX_PEERS,
+  OPT_MAX_MEMBERS,
+  OPT_MAX_MEMORY,
   OPT_LAST
 };
 
@@ -118,6 +129,14 @@ static const ws_arg_t k_opts[OPT_LAST] = {
     [OPT_INSECURE] = {"insecure", "P2P_INSECURE", NULL, WS_ARG_BOOL, 0,
                       "development only: run without --cluster-key (all-zero "
                       "key) and without --api-token-file (open API)"},
+    [OPT_MAX_PEERS] = {"max-peers", "P2P_TRACKER_MAX_PEERS", "N", WS_ARG_UINT,
+                       0, "nodes connected at once (default 16384)"},
+    [OPT_MAX_MEMBERS] = {"max-members", "P2P_TRACKER_MAX_MEMBERS", "N",
+                         WS_ARG_UINT, 0,
+                         "nodes in one release (default: --max-peers)"},
+    [OPT_MAX_MEMORY] = {"max-memory", "P2P_TRACKER_MAX_MEMORY", "SIZE",
+                        WS_ARG_SIZE, 0,
+                        "state and peer memory cap (default 512Mi)"},
 };
 
 static const ws_args_spec_t k_spec = {
@@ -174,6 +193,9 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
     fprintf(stderr, "p2p-tracker: --api-token-reads needs --api-token-file\n");
     return 1;
   }
+  o->max_peers = v[OPT_MAX_PEERS];
+  o->max_members = v[OPT_MAX_MEMBERS];
+  o->max_memory = v[OPT_MAX_MEMORY];
   return parse_numbers(o);
 }
 
@@ -202,6 +224,33 @@ static int parse_numbers(opts_t *o) {
     return 1;
   }
   o->max_releases_n = (uint32_t)n;
+  n = TRK_MAX_PEERS;
+  if (o->max_peers != NULL &&
+      ws_parse_uint(o->max_peers, 1, TRK_MAX_PEERS_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --max-peers '%s': want 1..%u\n", o->max_peers,
+            (unsigned)TRK_MAX_PEERS_MAX);
+    return 1;
+  }
+  o->max_peers_n = (uint32_t)n;
+  n = o->max_peers_n;
+  if (o->max_members != NULL &&
+      ws_parse_uint(o->max_members, 1, TRK_MAX_MEMBERS_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --max-members '%s': want 1..%u\n",
+            o->max_members, (unsigned)TRK_MAX_MEMBERS_MAX);
+    return 1;
+  }
+  o->max_members_n = (uint32_t)n;
+  o->max_memory_n = TRK_MAX_STATE_BYTES;
+  if (o->max_memory != NULL &&
+      (ws_parse_size(o->max_memory, &o->max_memory_n) ||
+       o->max_memory_n < TRK_MAX_STATE_BYTES_MIN ||
+       o->max_memory_n > TRK_MAX_STATE_BYTES_MAX)) {
+    fprintf(stderr,
+            "p2p-tracker: --max-memory '%s': want a size from 1Mi to 1Ti "
+            "(e.g. 512Mi)\n",
+            o->max_memory);
+    return 1;
+  }
   o->wanted_ttl_ms = TRK_WANTED_TTL_MS;
   if (o->wanted_ttl != NULL &&
       (ws_parse_duration_ms(o->wanted_ttl, &o->wanted_ttl_ms) ||
@@ -275,6 +324,35 @@ static int secrets_load(opts_t *o, uint8_t key[32], char *token) {
     WS_LOGW("INSECURE: no --api-token-file: anyone who can reach --http can "
             "add and remove wanted releases");
   return 0;
+}
+
+/* Every peer is a socket: raises the soft open-file limit to the hard
+ * one (start-up only) and warns when even that is short of --max-peers
+ * (plus handshakes, listeners and a margin), since past it accept fails
+ * and the HTTP API stops answering too. */
+static void raise_nofile(uint32_t max_peers) {
+  struct rlimit rl;
+  rlim_t want = (rlim_t)max_peers + TRK_MAX_PREAUTH_CONNS + TRK_HTTP_MAX_CONNS +
+                TRK_METRICS_MAX_CONNS + 64u;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    WS_LOGW("getrlimit(RLIMIT_NOFILE) failed: open-file limit unknown");
+    return;
+  }
+  rlim_t was = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      rl.rlim_cur = was;
+  }
+  WS_LOGI("open-file limit %llu (was %llu, hard %llu)",
+          (unsigned long long)rl.rlim_cur, (unsigned long long)was,
+          (unsigned long long)rl.rlim_max);
+  if (rl.rlim_cur < want)
+    WS_LOGW("open-file limit %llu is below the %llu that --max-peers %u "
+            "needs: raise LimitNOFILE= (systemd) or ulimit -n, or lower "
+            "--max-peers",
+            (unsigned long long)rl.rlim_cur, (unsigned long long)want,
+            max_peers);
 }
 
 static void on_http_closed(void *arg) {
@@ -410,13 +488,16 @@ int main(int argc, char **argv) {
   if (secrets_load(&o, key, token) != 0)
     return 2;
   signal(SIGPIPE, SIG_IGN);
+  raise_nofile(o.max_peers_n);
   a.loop = uv_default_loop();
-  a.t = trk_tracker_new(0, uv_hrtime() ^ ((uint64_t)getpid() << 32),
+  a.t = trk_tracker_new(o.max_peers_n, uv_hrtime() ^ ((uint64_t)getpid() << 32),
                         uv_now(a.loop));
   if (a.t == NULL) {
     WS_LOGE("out of memory");
     return 1;
   }
+  trk_tracker_set_max_members(a.t, o.max_members_n);
+  trk_tracker_set_max_memory(a.t, o.max_memory_n);
   if (o.origin_inflight != NULL) /* checked by parse_opts */
     trk_tracker_set_origin_inflight(a.t, o.origin_n);
   /* Checked by parse_opts; no peer is connected yet. */

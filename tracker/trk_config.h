@@ -14,7 +14,20 @@
 #include "proto.h"
 
 /* --- peers ------------------------------------------------------------ */
-#define TRK_MAX_PEERS 4096u /* connected peers, whole tracker */
+/* Connected peers, whole tracker: the default of --max-peers, and the
+ * most it may be (a peer id packs a 16-bit slot). Each peer also costs
+ * TRK_PEER_CONN_BYTES of connection buffers; the sum counts against
+ * --max-memory (TRK_MAX_STATE_BYTES), so a tracker with less memory set
+ * aside refuses peers before this cap (docs/tracker.md "Capacity"). */
+#define TRK_MAX_PEERS 16384u
+#define TRK_MAX_PEERS_MAX 65534u
+/* What one connected peer costs outside its swarm memberships: the
+ * wire_conn (its 64 KiB read buffer is touched only as far as frames
+ * reach), the send queue, libuv's handle and the heap around them. An
+ * estimate from tools/bench tracker: 10,000 nodes in 4 releases peaked at
+ * 299 MiB, of which about 95 MiB were memberships and peer records, so
+ * about 20 KiB per connection (docs/benchmarks.md "Tracker capacity"). */
+#define TRK_PEER_CONN_BYTES (20u << 10)
 /* Releases one peer may join: the default of --max-releases-per-node,
  * and the most it may be set to (every release the tracker tracks). The
  * join table costs 16 bytes per slot and peer; the memberships themselves
@@ -30,13 +43,21 @@
 #define TRK_ANNOUNCE_INTERVAL_MS 5000 /* interval the reply asks peers for */
 
 /* --- swarms ----------------------------------------------------------- */
-#define TRK_MAX_SWARMS 256u   /* distinct digests tracked */
-#define TRK_MAX_MEMBERS 1024u /* peers per swarm */
+#define TRK_MAX_SWARMS 256u /* distinct digests tracked */
+/* Peers per swarm: the default of --max-members (every peer may join a
+ * release), and the most it may be. */
+#define TRK_MAX_MEMBERS TRK_MAX_PEERS
+#define TRK_MAX_MEMBERS_MAX TRK_MAX_PEERS_MAX
 /* Chunks per release: the wire's cap. A swarm's per-chunk arrays and its
  * members' have-bitfields count against TRK_MAX_STATE_BYTES, so memory
  * stays bounded whatever the releases' sizes. */
 #define TRK_MAX_CHUNKS ((uint32_t)WS_MAX_TOTAL_CHUNKS)
-#define TRK_MAX_STATE_BYTES (512u << 20)   /* swarm and member state */
+/* Swarm and member state plus every peer's records and connection
+ * (TRK_PEER_CONN_BYTES): the default of --max-memory. At the cap a new
+ * peer or membership is refused with a reason (ERROR). */
+#define TRK_MAX_STATE_BYTES (512ull << 20)
+#define TRK_MAX_STATE_BYTES_MIN (1ull << 20)
+#define TRK_MAX_STATE_BYTES_MAX (1ull << 40)
 #define TRK_URI_MAX ((unsigned)WS_URI_MAX) /* release URI, without NUL */
 
 /* --- origin leases ---------------------------------------------------- */
@@ -94,6 +115,9 @@
 #define TRK_WANTED_TTL_MAX_MS (365ull * 24u * 3600u * 1000u)
 
 /* --- peer protocol listener (trk_server.c) ---------------------------- */
+/* Refused nodes and connections are counted (metrics) and logged at most
+ * once per this interval, with how many and why. */
+#define TRK_REFUSAL_LOG_MS 10000u
 #define TRK_MAX_PREAUTH_CONNS 128u          /* connections still handshaking */
 #define TRK_HANDSHAKE_TIMEOUT_MS 10000u     /* accept -> both AUTHs checked */
 #define TRK_CONN_IDLE_TIMEOUT_MS 60000u     /* no byte either way */

@@ -21,7 +21,12 @@
  * never serves) is not in the need set, so nothing above would lease it:
  * a downloader stalled on it names it in its announce ("st") and
  * trk_lease_grant_stuck leases it to that downloader all the same, one
- * lease per chunk. Loop thread only.
+ * lease per chunk.
+ *
+ * Expiry: leased chunks are kept in deadline order (trk_swarm-int.h), so
+ * trk_lease_expire, which runs on every announce, costs O(1) when nothing
+ * is due and O(1) per lease it ends, whatever the swarm's size. Loop
+ * thread only.
  */
 #include "trk_swarm-int.h"
 
@@ -47,11 +52,56 @@ uint32_t trk_lease_limit(const trk_swarm_t *s) {
   return n < TRK_LEASES_PER_PEER_MAX ? n : TRK_LEASES_PER_PEER_MAX;
 }
 
+/* ---- deadline order ---------------------------------------------------- */
+
+static uint64_t deadline_of(const trk_swarm_t *s, uint32_t c) {
+  const trk_member_t *h = s->holder[c];
+  for (uint32_t i = 0; i < h->nleases; i++)
+    if (h->leases[i].chunk == c)
+      return h->leases[i].expires_ms;
+  assert(0 && "a listed chunk is leased");
+  return 0;
+}
+
+static void order_unlink(trk_swarm_t *s, uint32_t c) {
+  uint32_t p = s->lprev[c], n = s->lnext[c];
+  if (p != TRK_LEASE_NIL)
+    s->lnext[p] = n;
+  else
+    s->lhead = n;
+  if (n != TRK_LEASE_NIL)
+    s->lprev[n] = p;
+  else
+    s->ltail = p;
+}
+
+/* Inserts leased chunk c (not listed) by its deadline. Deadlines only grow
+ * with the loop's clock, so this is the tail; the walk back keeps the
+ * order for callers that pass an earlier now_ms (tests). */
+static void order_insert(trk_swarm_t *s, uint32_t c, uint64_t deadline) {
+  uint32_t after = s->ltail;
+  while (after != TRK_LEASE_NIL && deadline_of(s, after) > deadline)
+    after = s->lprev[after];
+  s->lprev[c] = after;
+  s->lnext[c] = after != TRK_LEASE_NIL ? s->lnext[after] : s->lhead;
+  if (after != TRK_LEASE_NIL)
+    s->lnext[after] = c;
+  else
+    s->lhead = c;
+  if (s->lnext[c] != TRK_LEASE_NIL)
+    s->lprev[s->lnext[c]] = c;
+  else
+    s->ltail = c;
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
 void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
                         trk_lease_end_t why) {
   assert(slot < holder->nleases);
   uint32_t c = holder->leases[slot].chunk;
   assert(s->holder[c] == holder);
+  order_unlink(s, c);
   holder->leases[slot] = holder->leases[holder->nleases - 1u];
   holder->nleases--;
   s->holder[c] = NULL;
@@ -120,6 +170,7 @@ static void lease_add(trk_swarm_t *s, trk_member_t *m, uint32_t c,
   m->leases[m->nleases].chunk = c;
   m->leases[m->nleases].expires_ms = now_ms + TRK_LEASE_TTL_MS;
   m->nleases++;
+  order_insert(s, c, now_ms + TRK_LEASE_TTL_MS);
 }
 
 /* Moves need chunk c to a lease of m (room checked by the caller). */
@@ -195,7 +246,9 @@ int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
                     uint64_t now_ms) {
   int slot = slot_of(m, chunk);
   if (slot >= 0) {
+    order_unlink(s, chunk);
     m->leases[slot].expires_ms = now_ms + TRK_LEASE_TTL_MS;
+    order_insert(s, chunk, now_ms + TRK_LEASE_TTL_MS);
     return 0;
   }
   /* Not m's lease. If nobody else holds or fetches the chunk (a lease from
@@ -226,23 +279,18 @@ int trk_lease_release(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
 
 uint32_t trk_lease_expire(trk_swarm_t *s, uint64_t now_ms) {
   uint32_t n = 0;
-  if (s->leased == 0)
-    return 0;
-  for (uint32_t i = 0; i < s->nmembers; i++) {
-    trk_member_t *m = s->members[i];
-    uint32_t k = 0;
-    while (k < m->nleases) {
-      if (m->leases[k].expires_ms <= now_ms) {
-        trk_stats_error(m, now_ms,
-                        "S3 lease on chunk %u expired: no renew for %u s",
-                        m->leases[k].chunk, TRK_LEASE_TTL_MS / 1000u);
-        /* The last slot moves into k: look at k again. */
-        trk_lease_end_slot(s, m, k, TRK_LEASE_END_EXPIRED);
-        n++;
-      } else {
-        k++;
-      }
-    }
+  while (s->lhead != TRK_LEASE_NIL) {
+    uint32_t c = s->lhead;
+    trk_member_t *m = s->holder[c];
+    int slot = slot_of(m, c);
+    assert(slot >= 0);
+    if (m->leases[slot].expires_ms > now_ms)
+      break; /* the earliest deadline: nothing else is due */
+    trk_stats_error(m, now_ms,
+                    "S3 lease on chunk %u expired: no renew for %u s", c,
+                    TRK_LEASE_TTL_MS / 1000u);
+    trk_lease_end_slot(s, m, (uint32_t)slot, TRK_LEASE_END_EXPIRED);
+    n++;
   }
   return n;
 }

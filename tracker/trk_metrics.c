@@ -243,8 +243,20 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
   text_add(b, "weightswarm_tracker_build_info{version=\"%s\"} 1\n", WS_VERSION);
   metric_one(b, "weightswarm_tracker_peers", "gauge", "Connected peers.",
              st.peers);
-  metric_one(b, "weightswarm_tracker_peers_max", "gauge", "Peer cap.",
-             st.peers_max);
+  metric_one(b, "weightswarm_tracker_peers_max", "gauge",
+             "Peer cap (--max-peers).", st.peers_max);
+  metric_one(b, "weightswarm_tracker_members_max", "gauge",
+             "Members one release takes (--max-members).", st.members_max);
+  metric_one(b, "weightswarm_tracker_memory_bytes", "gauge",
+             "Bytes counted against --max-memory: swarm state and peers.",
+             (double)st.memory_bytes);
+  metric_one(b, "weightswarm_tracker_memory_max_bytes", "gauge",
+             "Memory cap (--max-memory).", (double)st.memory_max);
+  metric_head(b, "weightswarm_tracker_refusals_total", "counter",
+              "Nodes or announces refused at a cap, by cap.");
+  for (int r = TRK_REFUSE_PEERS; r < TRK_REFUSE_CONNS; r++)
+    text_add(b, "weightswarm_tracker_refusals_total{reason=\"%s\"} %.17g\n",
+             trk_refusal_name((trk_refusal_t)r), (double)st.refused[r]);
   metric_one(b, "weightswarm_tracker_swarms", "gauge", "Releases tracked.",
              st.swarms);
   metric_one(b, "weightswarm_tracker_wanted", "gauge",

@@ -2,7 +2,11 @@
  *
  * Owns every trk_peer_t. Slots are a fixed array sized at creation (the peer
  * cap); an id is (generation << 16) | (slot + 1), so ids are never 0 and a
- * reused slot gets a new id. Loop thread only.
+ * reused slot gets a new id. A new peer takes the lowest free slot, so the
+ * slots in use stay below a high-water mark that iteration stops at, and
+ * node ids are found through a hash index (open addressing, linear
+ * probing, deletion by backward shift), not by a scan: connecting 10,000
+ * nodes costs no more per node than connecting ten. Loop thread only.
  */
 #include "trk_peer.h"
 
@@ -10,16 +14,72 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #define SLOT_MASK 0xFFFFu
-#define MAX_SLOTS 65534u
+#define MAX_SLOTS TRK_MAX_PEERS_MAX
 
 struct trk_peers_s {
   uint32_t max;
   uint32_t max_joined; /* join slots of each peer added */
   uint32_t count;
-  trk_peer_t **slot; /* max entries; NULL = free */
-  uint16_t *gen;     /* generation per slot, bumped on each add */
+  uint32_t hwm;       /* slots >= hwm are free */
+  uint32_t free_from; /* no free slot below this */
+  trk_peer_t **slot;  /* max entries; NULL = free */
+  uint16_t *gen;      /* generation per slot, bumped on each add */
+  uint32_t *index;    /* node id hash -> slot + 1; 0 = empty */
+  uint32_t index_mask;
 };
+
+static uint32_t node_hash(const char *node_id) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)node_id; *p; p++)
+    h = (h ^ *p) * 16777619u;
+  return h;
+}
+
+/* A key nobody outside knows: a node cannot pick a zone label whose hash
+ * equals another zone's and pass for a neighbour of its nodes. */
+static uint64_t zone_hash(const char *zone) {
+  static unsigned char key[crypto_shorthash_KEYBYTES];
+  static int keyed;
+  unsigned char h[crypto_shorthash_BYTES];
+  uint64_t v;
+  if (!keyed) {
+    if (sodium_init() < 0)
+      abort(); /* no usable randomness: nothing here can be trusted */
+    randombytes_buf(key, sizeof(key));
+    keyed = 1;
+  }
+  crypto_shorthash(h, (const unsigned char *)zone, strlen(zone), key);
+  memcpy(&v, h, sizeof(v));
+  return v;
+}
+
+static void index_add(trk_peers_t *reg, uint32_t s) {
+  uint32_t i = node_hash(reg->slot[s]->node_id) & reg->index_mask;
+  while (reg->index[i] != 0)
+    i = (i + 1u) & reg->index_mask;
+  reg->index[i] = s + 1u;
+}
+
+static void index_del(trk_peers_t *reg, uint32_t s) {
+  uint32_t i = node_hash(reg->slot[s]->node_id) & reg->index_mask;
+  while (reg->index[i] != s + 1u)
+    i = (i + 1u) & reg->index_mask;
+  /* Backward shift: pull up every later entry whose home is at or before
+   * the hole, so lookups never stop early at it. */
+  for (uint32_t j = (i + 1u) & reg->index_mask; reg->index[j] != 0;
+       j = (j + 1u) & reg->index_mask) {
+    uint32_t home =
+        node_hash(reg->slot[reg->index[j] - 1u]->node_id) & reg->index_mask;
+    if (((j - home) & reg->index_mask) >= ((j - i) & reg->index_mask)) {
+      reg->index[i] = reg->index[j];
+      i = j;
+    }
+  }
+  reg->index[i] = 0;
+}
 
 trk_peers_t *trk_peers_new(uint32_t max_peers) {
   if (max_peers == 0)
@@ -37,8 +97,17 @@ trk_peers_t *trk_peers_new(uint32_t max_peers) {
   reg->gen = calloc(max_peers, sizeof(*reg->gen));
   if (reg->gen == NULL)
     goto fail_slot;
+  uint32_t size = 16;
+  while (size < 2u * max_peers) /* at most half full */
+    size *= 2u;
+  reg->index = calloc(size, sizeof(*reg->index));
+  if (reg->index == NULL)
+    goto fail_gen;
+  reg->index_mask = size - 1u;
   return reg;
 
+fail_gen:
+  free(reg->gen);
 fail_slot:
   free(reg->slot);
 fail_reg:
@@ -50,8 +119,9 @@ fail:
 void trk_peers_free(trk_peers_t *reg) {
   if (reg == NULL)
     return;
-  for (uint32_t i = 0; i < reg->max; i++)
+  for (uint32_t i = 0; i < reg->hwm; i++)
     free(reg->slot[i]);
+  free(reg->index);
   free(reg->gen);
   free(reg->slot);
   free(reg);
@@ -127,11 +197,12 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
     return WS_EUSAGE;
   if (reg->count >= reg->max)
     return WS_ELIMIT;
-  uint32_t s = 0;
+  uint32_t s = reg->free_from;
   while (s < reg->max && reg->slot[s] != NULL)
     s++;
   if (s == reg->max)
     return WS_ELIMIT;
+  reg->free_from = s + 1u;
   trk_peer_t *p =
       calloc(1, sizeof(*p) + (size_t)reg->max_joined * sizeof(p->joined[0]));
   if (p == NULL)
@@ -144,6 +215,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   copy_str(p->node_id, sizeof(p->node_id), info->node_id);
   copy_str(p->addr, sizeof(p->addr), info->addr);
   copy_str(p->zone, sizeof(p->zone), info->zone);
+  p->zone_hash = zone_hash(p->zone);
   copy_str(p->labels, sizeof(p->labels), info->labels);
   p->port = info->port;
   p->connected_ms = now_ms;
@@ -151,6 +223,9 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   p->tokens_ms = now_ms;
   reg->slot[s] = p;
   reg->count++;
+  if (s >= reg->hwm)
+    reg->hwm = s + 1u;
+  index_add(reg, s);
   *out = p;
   return 0;
 }
@@ -173,17 +248,24 @@ void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id) {
   trk_peer_t *p = trk_peers_get(reg, id);
   if (p == NULL)
     return;
-  reg->slot[id_slot(reg, id)] = NULL;
+  uint32_t s = id_slot(reg, id);
+  index_del(reg, s);
+  reg->slot[s] = NULL;
   reg->count--;
+  if (s < reg->free_from)
+    reg->free_from = s;
+  while (reg->hwm > 0 && reg->slot[reg->hwm - 1u] == NULL)
+    reg->hwm--;
   free(p);
 }
 
 trk_peer_t *trk_peers_find_node(const trk_peers_t *reg, const char *node_id) {
   if (node_id == NULL)
     return NULL;
-  for (uint32_t i = 0; i < reg->max; i++) {
-    trk_peer_t *p = reg->slot[i];
-    if (p != NULL && strcmp(p->node_id, node_id) == 0)
+  for (uint32_t i = node_hash(node_id) & reg->index_mask; reg->index[i] != 0;
+       i = (i + 1u) & reg->index_mask) {
+    trk_peer_t *p = reg->slot[reg->index[i] - 1u];
+    if (strcmp(p->node_id, node_id) == 0)
       return p;
   }
   return NULL;
@@ -195,6 +277,10 @@ uint32_t trk_peers_count(const trk_peers_t *reg) {
 
 uint32_t trk_peers_max(const trk_peers_t *reg) {
   return reg->max;
+}
+
+uint32_t trk_peers_slots(const trk_peers_t *reg) {
+  return reg->hwm;
 }
 
 int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) {
@@ -209,7 +295,7 @@ uint32_t trk_peers_max_joined(const trk_peers_t *reg) {
 }
 
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor) {
-  while (*cursor < reg->max) {
+  while (*cursor < reg->hwm) {
     trk_peer_t *p = reg->slot[(*cursor)++];
     if (p != NULL)
       return p;
@@ -222,6 +308,7 @@ int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
     return WS_EUSAGE;
   copy_str(peer->addr, sizeof(peer->addr), info->addr);
   copy_str(peer->zone, sizeof(peer->zone), info->zone);
+  peer->zone_hash = zone_hash(peer->zone);
   if (info->labels != NULL)
     copy_str(peer->labels, sizeof(peer->labels), info->labels);
   peer->port = info->port;

@@ -45,6 +45,9 @@ typedef struct trk_peer_s {
   char node_id[TRK_NODE_ID_MAX + 1];
   char addr[TRK_ADDR_MAX + 1];
   char zone[TRK_ZONE_MAX + 1];
+  /* Keyed 64-bit hash of zone (SipHash, a key per process): peer
+   * selection compares zones by it without reading the text. */
+  uint64_t zone_hash;
   char labels[WS_LABELS_MAX + 1]; /* from HELLO; "" when none */
   uint16_t port;
   uint64_t connected_ms;
@@ -61,7 +64,7 @@ typedef struct trk_peer_s {
 typedef struct trk_peers_s trk_peers_t;
 
 /* Returns a new empty registry holding at most max_peers (0 = TRK_MAX_PEERS;
- * never more than 65534), or NULL on allocation failure. */
+ * never more than TRK_MAX_PEERS_MAX), or NULL on allocation failure. */
 trk_peers_t *trk_peers_new(uint32_t max_peers);
 /* Frees the registry and every peer in it; accepts NULL. Callers first
  * detach peers from their swarms (trk_tracker does). */
@@ -81,6 +84,8 @@ trk_peer_t *trk_peers_get(const trk_peers_t *reg, trk_peer_id_t id);
 trk_peer_t *trk_peers_find_node(const trk_peers_t *reg, const char *node_id);
 uint32_t trk_peers_count(const trk_peers_t *reg);
 uint32_t trk_peers_max(const trk_peers_t *reg);
+/* Slots an iteration visits: every peer is in a slot below this. */
+uint32_t trk_peers_slots(const trk_peers_t *reg);
 /* Releases a peer added from now on may join: 1..TRK_MAX_SWARMS_PER_PEER_MAX
  * (else WS_EUSAGE); TRK_MAX_SWARMS_PER_PEER until set. */
 int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) WS_MUST_USE;

@@ -7,12 +7,14 @@
  * instead of herding onto the first ones. Only members with a listen port
  * are returned. Cost is bounded: at most TRK_SELECT_SCAN_MAX members are
  * examined (a random window of the member array), each in
- * O(bitfield words + leases). Loop thread only.
+ * O(bitfield words + leases). The best `max` are kept in a bounded heap
+ * (its root the worst kept) rather than sorting every candidate; the scan
+ * reads the swarm's dense member view (peer, keyed zone hash, port), and
+ * only a candidate that could still enter is looked at further (the
+ * usefulness test): the same draws, the same picks in the same order as a
+ * full sort. Loop thread only.
  */
 #include "trk_swarm-int.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 #define RANK_ZONE 2u
 #define RANK_USEFUL 1u
@@ -49,21 +51,47 @@ static int useful(const trk_swarm_t *s, const trk_member_t *c,
   return 0;
 }
 
-static int cand_cmp(const void *a, const void *b) {
-  const cand_t *x = a;
-  const cand_t *y = b;
+/* x ranks before y: higher rank, then the lower draw. */
+static int cand_before(const cand_t *x, const cand_t *y) {
   if (x->rank != y->rank)
-    return x->rank > y->rank ? -1 : 1;
-  if (x->tie != y->tie)
-    return x->tie < y->tie ? -1 : 1;
-  return 0;
+    return x->rank > y->rank;
+  return x->tie < y->tie;
+}
+
+/* Restores the heap below i; the root is the candidate ranked last. */
+static void heap_down(cand_t *h, uint32_t n, uint32_t i) {
+  for (;;) {
+    uint32_t l = 2u * i + 1u, r = l + 1u, w = i;
+    if (l < n && cand_before(&h[w], &h[l]))
+      w = l;
+    if (r < n && cand_before(&h[w], &h[r]))
+      w = r;
+    if (w == i)
+      return;
+    cand_t t = h[i];
+    h[i] = h[w];
+    h[w] = t;
+    i = w;
+  }
+}
+
+static void heap_up(cand_t *h, uint32_t i) {
+  while (i > 0) {
+    uint32_t p = (i - 1u) / 2u;
+    if (!cand_before(&h[p], &h[i]))
+      return;
+    cand_t t = h[i];
+    h[i] = h[p];
+    h[p] = t;
+    i = p;
+  }
 }
 
 uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
                           const trk_member_t *asker, uint32_t max,
                           uint64_t *rng, const trk_peer_t **out) {
-  cand_t cand[TRK_SELECT_SCAN_MAX];
-  uint32_t ncand = 0;
+  cand_t heap[TRK_REPLY_PEERS_MAX];
+  uint32_t n = 0;
   if (max > TRK_REPLY_PEERS_MAX)
     max = TRK_REPLY_PEERS_MAX;
   if (max == 0 || s->nmembers == 0)
@@ -74,23 +102,40 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
       s->nmembers < TRK_SELECT_SCAN_MAX ? s->nmembers : TRK_SELECT_SCAN_MAX;
   uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
   const char *zone = who->zone;
-  for (uint32_t k = 0; k < scan; k++) {
-    const trk_member_t *c = s->members[(start + k) % s->nmembers];
-    if (c == asker || c->peer == who || c->peer->port == 0)
+  for (uint32_t k = 0, i = start; k < scan;
+       k++, i = i + 1u == s->nmembers ? 0 : i + 1u) {
+    const trk_mview_t *v = &s->mview[i];
+    if ((asker != NULL && i == asker->idx && s->members[i] == asker) ||
+        v->peer == who || v->port == 0)
       continue;
-    uint32_t rank = 0;
-    if (zone[0] != '\0' && strcmp(zone, c->peer->zone) == 0)
-      rank |= RANK_ZONE;
-    if (useful(s, c, asker))
-      rank |= RANK_USEFUL;
-    cand[ncand].m = c;
-    cand[ncand].rank = rank;
-    cand[ncand].tie = (uint32_t)(trk_select_rand(rng) >> 32);
-    ncand++;
+    /* Zones compare by keyed hash (trk_peer.h): no read of the peer. */
+    int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
+    cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL};
+    x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
+    /* Full: c enters only if it ranks before the last one kept; x is the
+     * best it could rank, checked before reading the member itself. */
+    if (n == max && !cand_before(&x, &heap[0]))
+      continue;
+    x.m = s->members[i];
+    x.rank = zone_maybe ? RANK_ZONE : 0;
+    if (useful(s, x.m, asker))
+      x.rank |= RANK_USEFUL;
+    if (n < max) {
+      heap[n] = x;
+      heap_up(heap, n++);
+    } else if (cand_before(&x, &heap[0])) {
+      heap[0] = x;
+      heap_down(heap, n, 0);
+    }
   }
-  qsort(cand, ncand, sizeof(cand[0]), cand_cmp);
-  uint32_t n = ncand < max ? ncand : max;
+  /* Best first: pop the last-ranked into the back. */
+  for (uint32_t left = n; left > 1; left--) {
+    cand_t t = heap[0];
+    heap[0] = heap[left - 1u];
+    heap[left - 1u] = t;
+    heap_down(heap, left - 1u, 0);
+  }
   for (uint32_t i = 0; i < n; i++)
-    out[i] = cand[i].m->peer;
+    out[i] = heap[i].m->peer;
   return n;
 }

@@ -42,6 +42,7 @@ typedef struct trk_conn_s {
   uint64_t window_ms; /* start of the frame-rate window */
   uint32_t window_frames;
   bool throttled; /* reading paused until the next sweep */
+  bool refused;   /* turned away at a cap: closed without a log line */
 } trk_conn_t;
 
 struct trk_server_s {
@@ -58,6 +59,9 @@ struct trk_server_s {
   trk_server_close_cb close_cb;
   void *close_arg;
   trk_server_stats_t st; /* frames_in/out: of connections already freed */
+  /* Refusals since the last line about them (trk_server_refused). */
+  uint64_t refused_unlogged[TRK_REFUSE_LAST];
+  uint64_t refused_log_ms; /* when that line was written */
 };
 
 /* trk_server.c */
@@ -73,6 +77,12 @@ int trk_conn_send(trk_conn_t *c, const ws_msg_t *m);
 /* Sends ERROR {code, msg}; keeps the connection. */
 void trk_conn_send_error(trk_conn_t *c, int code, const char *msg);
 trk_conn_t *trk_server_find_peer(trk_server_t *srv, trk_peer_id_t id);
+/* Counts a refused node or connection for the log: one line per
+ * TRK_REFUSAL_LOG_MS at most, with how many and why (a full tracker is
+ * asked again by every node it turns away). */
+void trk_server_refused(trk_server_t *srv, trk_refusal_t why);
+/* Writes the pending refusal line if its interval has passed. */
+void trk_server_refused_flush(trk_server_t *srv);
 
 /* trk_server_msg.c */
 /* c just became READY: registers its peer with the tracker (or refuses

@@ -109,8 +109,11 @@ static void handle_closed_cb(uv_handle_t *h) {
  * state at once. */
 static void conn_closing(trk_conn_t *c, const char *why) {
   trk_server_t *srv = c->srv;
-  if (c->state == TRK_CONN_READY)
+  if (c->state == TRK_CONN_READY && !c->refused)
     WS_LOGI("conn#%llu %s node=%s: closed: %s", (unsigned long long)c->id,
+            wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->node_id, why);
+  else if (c->refused)
+    WS_LOGD("conn#%llu %s node=%s: closed: %s", (unsigned long long)c->id,
             wire_conn_peer(c->wc)->addr, wire_conn_peer(c->wc)->node_id, why);
   else
     WS_LOGD("conn#%llu %s: closed during handshake: %s",
@@ -163,6 +166,44 @@ trk_conn_t *trk_server_find_peer(trk_server_t *srv, trk_peer_id_t id) {
     if (c->peer == id && c->state == TRK_CONN_READY)
       return c;
   return NULL;
+}
+
+/* ---- refusals ----------------------------------------------------------- */
+
+void trk_server_refused_flush(trk_server_t *srv) {
+  char line[256];
+  size_t n = 0;
+  uint64_t now = uv_now(srv->loop), total = 0;
+  if (srv->refused_log_ms != 0 &&
+      now - srv->refused_log_ms < TRK_REFUSAL_LOG_MS)
+    return;
+  line[0] = '\0';
+  for (int r = 0; r < TRK_REFUSE_LAST; r++) {
+    if (srv->refused_unlogged[r] == 0)
+      continue;
+    int k =
+        snprintf(line + n, sizeof(line) - n, "%s%llu %s", total > 0 ? ", " : "",
+                 (unsigned long long)srv->refused_unlogged[r],
+                 trk_refusal_name((trk_refusal_t)r));
+    if (k > 0 && (size_t)k < sizeof(line) - n)
+      n += (size_t)k;
+    total += srv->refused_unlogged[r];
+    srv->refused_unlogged[r] = 0;
+  }
+  if (total == 0)
+    return;
+  srv->refused_log_ms = now;
+  trk_peers_t *reg = trk_tracker_peers(srv->t);
+  WS_LOGW("refused %llu nodes or connections at a cap (%s; %u/%u peers "
+          "connected); next report in %u s at the earliest",
+          (unsigned long long)total, line, trk_peers_count(reg),
+          trk_peers_max(reg), TRK_REFUSAL_LOG_MS / 1000u);
+}
+
+void trk_server_refused(trk_server_t *srv, trk_refusal_t why) {
+  if (why < TRK_REFUSE_LAST)
+    srv->refused_unlogged[why]++;
+  trk_server_refused_flush(srv);
 }
 
 /* ---- wire_conn callbacks ---------------------------------------------- */
@@ -277,10 +318,10 @@ static void on_connection(uv_stream_t *ls, int status) {
   if (status < 0 || srv->closing)
     return;
   if (srv->preauth >= TRK_MAX_PREAUTH_CONNS ||
-      srv->st.conns >= TRK_MAX_PEERS + TRK_MAX_PREAUTH_CONNS) {
-    WS_LOGW("connection refused: %u handshaking, %u total", srv->preauth,
-            srv->st.conns);
+      srv->st.conns >=
+          trk_peers_max(trk_tracker_peers(srv->t)) + TRK_MAX_PREAUTH_CONNS) {
     srv->st.rejected++;
+    trk_server_refused(srv, TRK_REFUSE_CONNS);
     conn_reject(srv, ls);
     return;
   }
@@ -313,6 +354,7 @@ static void on_connection(uv_stream_t *ls, int status) {
 static void sweep_cb(uv_timer_t *tm) {
   trk_server_t *srv = tm->data;
   trk_tracker_tick(srv->t, uv_now(srv->loop));
+  trk_server_refused_flush(srv);
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
     if (c->state == TRK_CONN_READY && c->throttled) {
       c->throttled = false;

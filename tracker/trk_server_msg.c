@@ -41,6 +41,14 @@ static void protocol_error(trk_conn_t *c, const char *why) {
 
 /* ---- replies ---------------------------------------------------------- */
 
+/* Copies src (NUL-terminated within srccap bytes) into dst of cap bytes,
+ * cut to fit. */
+static void copy_text(char *dst, size_t cap, const char *src, size_t srccap) {
+  size_t n = strnlen(src, (cap < srccap ? cap : srccap) - 1u);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
 /* The wire entries of peers in[0..n) that have an address, into out;
  * returns how many. */
 static uint32_t reply_peer_infos(const trk_peer_t *const *in, uint32_t n,
@@ -51,10 +59,10 @@ static uint32_t reply_peer_infos(const trk_peer_t *const *in, uint32_t n,
     ws_peer_info_t *o = &out[k];
     if (p->addr[0] == '\0')
       continue; /* nowhere to connect to */
-    memset(o, 0, sizeof(*o));
-    snprintf(o->node_id, sizeof(o->node_id), "%s", p->node_id);
-    snprintf(o->host, sizeof(o->host), "%s", p->addr);
-    snprintf(o->zone, sizeof(o->zone), "%s", p->zone);
+    /* Copies, not snprintf: sixteen peers in every reply. */
+    copy_text(o->node_id, sizeof(o->node_id), p->node_id, sizeof(p->node_id));
+    copy_text(o->host, sizeof(o->host), p->addr, sizeof(p->addr));
+    copy_text(o->zone, sizeof(o->zone), p->zone, sizeof(p->zone));
     o->port = p->port;
     k++;
   }
@@ -116,11 +124,11 @@ static void send_reply(trk_conn_t *c, const ws_hash_t *d,
  * an address): a window of the registry from a random slot, so every node
  * learns a changing sample of the others, whatever releases they share
  * (p2pd keeps them to swap with while the tracker is down). Costs at most
- * one pass over the registry's slots (TRK_MAX_PEERS). */
+ * one pass over the registry's slots in use (trk_peers_slots). */
 static uint32_t sample_nodes(trk_conn_t *c, const trk_peer_t **out,
                              uint32_t max) {
   const trk_peers_t *reg = trk_tracker_peers(c->srv->t);
-  uint32_t slots = trk_peers_max(reg), n = 0;
+  uint32_t slots = trk_peers_slots(reg), n = 0;
   if (slots == 0)
     return 0;
   uint64_t x = uv_hrtime() ^ (c->id * 0x9E3779B97F4A7C15ull);
@@ -166,8 +174,12 @@ static void send_refusal(trk_conn_t *c, int rc, const ws_hash_t *d) {
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_ERROR;
   m.u.error.code = rc;
-  snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s",
-           ws_strerror(rc));
+  if (rc == WS_ELIMIT && trk_tracker_refusal(c->srv->t) != TRK_REFUSE_NONE)
+    snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s (%s)",
+             ws_strerror(rc), trk_refusal_name(trk_tracker_refusal(c->srv->t)));
+  else
+    snprintf(m.u.error.msg, sizeof(m.u.error.msg), "announce: %s",
+             ws_strerror(rc));
   m.u.error.has_digest = true;
   memcpy(m.u.error.digest, d->b, WS_PROTO_DIGEST_LEN);
   WS_LOGD("conn#%llu node=%s: %s", (unsigned long long)c->id,
@@ -286,6 +298,26 @@ void trk_conn_on_msg(trk_conn_t *c, const ws_msg_t *m) {
 
 /* ---- registration ----------------------------------------------------- */
 
+/* What the ERROR to a node turned away at connect says. */
+static void refusal_text(trk_server_t *srv, int rc, char *out, size_t cap) {
+  trk_tracker_stats_t st;
+  if (rc != WS_ELIMIT) {
+    snprintf(out, cap, "refused: %s", ws_strerror(rc));
+    return;
+  }
+  trk_tracker_stats(srv->t, &st);
+  if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
+    snprintf(out, cap,
+             "tracker full: memory cap of %llu bytes reached "
+             "(--max-memory); retry later, fetch without this tracker",
+             (unsigned long long)st.memory_max);
+  else
+    snprintf(out, cap,
+             "tracker full: %u of %u peers connected (--max-peers); "
+             "retry later, fetch without this tracker",
+             st.peers, st.peers_max);
+}
+
 void trk_conn_register(trk_conn_t *c) {
   trk_server_t *srv = c->srv;
   const wire_peer_t *p = wire_conn_peer(c->wc);
@@ -297,10 +329,20 @@ void trk_conn_register(trk_conn_t *c) {
                           .labels = p->labels};
   int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
   if (rc < 0) {
-    WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
-            p->addr, p->node_id, ws_strerror(rc));
-    /* The ERROR says why; GOODBYE closes once it has gone out. */
-    trk_conn_send_error(c, rc, ws_strerror(rc));
+    char why[WS_ERRMSG_MAX + 1];
+    refusal_text(srv, rc, why, sizeof(why));
+    if (rc == WS_ELIMIT) /* a full tracker: counted, logged in summary */
+      trk_server_refused(srv, trk_tracker_refusal(srv->t));
+    else
+      WS_LOGW("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
+              p->addr, p->node_id, why);
+    WS_LOGD("conn#%llu %s node=%s: refused: %s", (unsigned long long)c->id,
+            p->addr, p->node_id, why);
+    /* The ERROR (no "d": about the node, not a release) says why; p2pd
+     * backs off and fetches without this tracker. GOODBYE closes once it
+     * has gone out. */
+    c->refused = rc == WS_ELIMIT; /* in the summary line instead */
+    trk_conn_send_error(c, rc, why);
     trk_conn_goodbye(c, WS_BYE_SHUTDOWN, "refused");
     return;
   }

@@ -12,6 +12,12 @@
  *             it), until any holder of c leaves: never suspect meanwhile.
  * need_lo is a lower bound on the first set need bit, so grants scan from
  * there instead of from chunk 0.
+ *
+ * Leased chunks are also on a list ordered by deadline (lnext/lprev by
+ * chunk, TRK_LEASE_NIL at the ends, lhead the earliest): every lease lives
+ * TRK_LEASE_TTL_MS from its grant or last renew, so a grant or renew goes
+ * to the tail, and expiry looks at the head only instead of walking every
+ * member (trk_lease.c).
  */
 #ifndef TRK_SWARM_INT_H
 #define TRK_SWARM_INT_H
@@ -39,6 +45,15 @@ struct trk_member_s {
   uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */
 };
 
+/* What peer selection reads of member i, in a dense array in step with
+ * members[] (trk_select.c scans hundreds per announce: one cache line per
+ * four members instead of a member and a peer record each). */
+typedef struct {
+  const trk_peer_t *peer;
+  uint64_t zone_hash; /* peer->zone_hash */
+  uint32_t port;      /* peer->port; 0: serves nothing */
+} trk_mview_t;
+
 struct trk_swarm_s {
   ws_hash_t digest;
   /* Origin fetches to aim for in this swarm; 0: TRK_ORIGIN_INFLIGHT_TARGET
@@ -62,7 +77,12 @@ struct trk_swarm_s {
   uint32_t complete;
   uint32_t downloaders;
   uint32_t joining; /* peers about to join (trk_swarm_set_joining) */
+  uint32_t max_members;
+  uint32_t *lnext; /* deadline order of leased chunks, per chunk */
+  uint32_t *lprev;
+  uint32_t lhead, ltail;
   trk_member_t **members;
+  trk_mview_t *mview; /* members_cap entries */
   uint32_t nmembers;
   uint32_t members_cap;
   uint64_t created_ms;
@@ -75,6 +95,8 @@ struct trk_swarm_s {
   uint64_t n_suspect;       /* grants of suspect chunks */
   struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
+
+#define TRK_LEASE_NIL UINT32_MAX
 
 typedef enum {
   TRK_LEASE_END_COMPLETED,

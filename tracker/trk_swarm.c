@@ -13,7 +13,10 @@
 #include <string.h>
 
 static void swarm_free_arrays(trk_swarm_t *s) {
+  free(s->mview);
   free(s->members);
+  free(s->lprev);
+  free(s->lnext);
   free(s->suspect);
   free(s->vouched);
   free(s->ever);
@@ -39,10 +42,16 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->ever = calloc(s->nwords, sizeof(*s->ever));
   s->suspect = calloc(s->nwords, sizeof(*s->suspect));
   s->vouched = calloc(s->nwords, sizeof(*s->vouched));
+  s->lnext = malloc((size_t)total_chunks * sizeof(*s->lnext));
+  s->lprev = malloc((size_t)total_chunks * sizeof(*s->lprev));
+  s->lhead = s->ltail = TRK_LEASE_NIL;
+  s->max_members = TRK_MAX_MEMBERS;
   s->members_cap = 8;
   s->members = calloc(s->members_cap, sizeof(*s->members));
-  if (s->avail == NULL || s->holder == NULL || s->need == NULL ||
-      s->ever == NULL || s->suspect == NULL || s->vouched == NULL ||
+  s->mview = calloc(s->members_cap, sizeof(*s->mview));
+  if (s->mview == NULL || s->avail == NULL || s->holder == NULL ||
+      s->need == NULL || s->ever == NULL || s->suspect == NULL ||
+      s->vouched == NULL || s->lnext == NULL || s->lprev == NULL ||
       s->members == NULL)
     goto fail;
   /* Nobody holds anything yet: every chunk needs the origin. */
@@ -156,16 +165,20 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     return WS_EUSAGE;
   if (trk_peer_join_find(peer, s) != NULL)
     return WS_EEXISTS;
-  if (s->nmembers >= TRK_MAX_MEMBERS || peer->njoined >= peer->max_joined)
+  if (s->nmembers >= s->max_members || peer->njoined >= peer->max_joined)
     return WS_ELIMIT;
   if (s->nmembers == s->members_cap) {
     uint32_t cap = s->members_cap * 2u;
-    if (cap > TRK_MAX_MEMBERS)
-      cap = TRK_MAX_MEMBERS;
+    if (cap > s->max_members)
+      cap = s->max_members;
     trk_member_t **v = realloc(s->members, cap * sizeof(*v));
     if (v == NULL)
       return -ENOMEM;
     s->members = v;
+    trk_mview_t *mv = realloc(s->mview, cap * sizeof(*mv));
+    if (mv == NULL)
+      return -ENOMEM; /* members grew: harmless, next join retries */
+    s->mview = mv;
     s->members_cap = cap;
   }
   trk_member_t *m = calloc(1, trk_swarm_member_bytes(s));
@@ -179,6 +192,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     goto fail_member;
   m->idx = s->nmembers;
   s->members[s->nmembers++] = m;
+  trk_swarm_member_refresh(s, m);
   member_account(s, m, 1);
   trk_stats_member_join(s, m, now_ms);
   *out = m;
@@ -207,10 +221,18 @@ void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
   uint32_t last = s->nmembers - 1u;
   if (m->idx != last) {
     s->members[m->idx] = s->members[last];
+    s->mview[m->idx] = s->mview[last];
     s->members[m->idx]->idx = m->idx;
   }
   s->nmembers--;
   free(m);
+}
+
+void trk_swarm_member_refresh(trk_swarm_t *s, const trk_member_t *m) {
+  trk_mview_t *v = &s->mview[m->idx];
+  v->peer = m->peer;
+  v->zone_hash = m->peer->zone_hash;
+  v->port = m->peer->port;
 }
 
 trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer) {
@@ -360,6 +382,14 @@ void trk_member_set_want(trk_member_t *m, uint32_t want) {
 
 void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n) {
   s->joining = n;
+}
+
+void trk_swarm_set_max_members(trk_swarm_t *s, uint32_t n) {
+  s->max_members = n != 0 && n <= TRK_MAX_MEMBERS_MAX ? n : TRK_MAX_MEMBERS;
+}
+
+uint32_t trk_swarm_max_members(const trk_swarm_t *s) {
+  return s->max_members;
 }
 
 void trk_swarm_set_origin_target(trk_swarm_t *s, uint32_t n) {

@@ -98,9 +98,15 @@ int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) WS_MUST_USE;
 /* Bytes one member costs (for the tracker's memory budget). */
 size_t trk_swarm_member_bytes(const trk_swarm_t *s);
 
+/* Members the swarm takes (--max-members): 1..TRK_MAX_MEMBERS_MAX, 0 or
+ * out of range: TRK_MAX_MEMBERS (the default of a new swarm). Members
+ * already in stay. */
+void trk_swarm_set_max_members(trk_swarm_t *s, uint32_t n);
+uint32_t trk_swarm_max_members(const trk_swarm_t *s);
+
 /* Adds peer as a member (borrows peer; records the join on the peer).
  * *out borrows the member until trk_swarm_leave. WS_ELIMIT when the swarm
- * has TRK_MAX_MEMBERS or the peer TRK_MAX_SWARMS_PER_PEER, WS_EEXISTS if
+ * has its max_members or the peer its releases-per-node cap, WS_EEXISTS if
  * already a member, -ENOMEM. */
 int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
                    uint64_t now_ms, trk_member_t **out) WS_MUST_USE;
@@ -108,6 +114,8 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
  * drops its chunks from availability, forgets the join on its peer, frees
  * m. */
 void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m);
+/* m's peer changed its port or zone: peer selection sees it now. */
+void trk_swarm_member_refresh(trk_swarm_t *s, const trk_member_t *m);
 /* The member record of peer in s, or NULL. */
 trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer);
 

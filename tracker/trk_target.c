@@ -67,8 +67,8 @@ int trk_selector_from_json(const cJSON *j, trk_selector_t *out,
     snprintf(out->zones[out->nzones++], TRK_ZONE_MAX + 1u, "%s",
              it->valuestring);
   }
-  *msg = "selector count: an integer 0..4096; percent: 0..100";
-  if (get_uint(j, "count", TRK_MAX_PEERS, &out->count) < 0 ||
+  *msg = "selector count: an integer 0..65534; percent: 0..100";
+  if (get_uint(j, "count", TRK_MAX_PEERS_MAX, &out->count) < 0 ||
       get_uint(j, "percent", 100, &out->percent) < 0)
     return WS_EUSAGE;
   *msg = NULL;

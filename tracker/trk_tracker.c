@@ -32,7 +32,58 @@ struct trk_tracker_s {
   trk_tracker_stats_t st;
   trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
   uint32_t njoining;
+  uint32_t max_members;  /* per swarm (--max-members) */
+  uint64_t max_bytes;    /* memory cap (--max-memory) */
+  trk_refusal_t refusal; /* why the last refused call was refused */
 };
+
+static uint64_t state_bytes(const trk_tracker_t *t);
+
+void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n) {
+  t->max_members = n;
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    trk_swarm_set_max_members(t->swarms[i], n);
+}
+
+void trk_tracker_set_max_memory(trk_tracker_t *t, uint64_t bytes) {
+  t->max_bytes = bytes != 0 ? bytes : TRK_MAX_STATE_BYTES;
+}
+
+trk_refusal_t trk_tracker_refusal(const trk_tracker_t *t) {
+  return t->refusal;
+}
+
+const char *trk_refusal_name(trk_refusal_t r) {
+  static const char *const names[TRK_REFUSE_LAST] = {
+      [TRK_REFUSE_NONE] = "none",
+      [TRK_REFUSE_PEERS] = "max_peers",
+      [TRK_REFUSE_MEMORY] = "max_memory",
+      [TRK_REFUSE_MEMBERS] = "max_members",
+      [TRK_REFUSE_RELEASES_PER_NODE] = "max_releases_per_node",
+      [TRK_REFUSE_SWARMS] = "max_releases",
+      [TRK_REFUSE_CONNS] = "handshakes",
+  };
+  return r < TRK_REFUSE_LAST ? names[r] : "?";
+}
+
+/* Refuses with WS_ELIMIT for reason r (counted). */
+static int refuse(trk_tracker_t *t, trk_refusal_t r) {
+  t->refusal = r;
+  t->st.refused[r]++;
+  return WS_ELIMIT;
+}
+
+/* Bytes a peer costs: its record, its join slots and its connection. */
+static uint64_t peer_bytes(const trk_tracker_t *t) {
+  return sizeof(trk_peer_t) +
+         (uint64_t)trk_peers_max_joined(t->peers) * sizeof(trk_peer_join_t) +
+         TRK_PEER_CONN_BYTES;
+}
+
+/* Everything counted against --max-memory. */
+static uint64_t memory_bytes(const trk_tracker_t *t) {
+  return state_bytes(t) + (uint64_t)trk_peers_count(t->peers) * peer_bytes(t);
+}
 
 void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n) {
   t->origin_target = n;
@@ -53,6 +104,7 @@ trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
     goto fail_peers;
   t->rng = seed != 0 ? seed : 0x2545F4914F6CDD1Dull;
   t->st.started_ms = now_ms;
+  t->max_bytes = TRK_MAX_STATE_BYTES;
   return t;
 
 fail_peers:
@@ -99,9 +151,9 @@ static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
     swarm_drop(t, s);
 }
 
-/* A swarm's own arrays per chunk: avail (u32), holder (pointer) and two
- * bits, rounded up (trk_swarm-int.h). */
-#define SWARM_CHUNK_BYTES (sizeof(uint32_t) + sizeof(void *) + 1u)
+/* A swarm's own arrays per chunk: avail (u32), holder (pointer), the
+ * deadline order (two u32) and four bits, rounded up (trk_swarm-int.h). */
+#define SWARM_CHUNK_BYTES (3u * sizeof(uint32_t) + sizeof(void *) + 1u)
 
 static uint64_t swarm_bytes(uint32_t total_chunks) {
   return (uint64_t)total_chunks * SWARM_CHUNK_BYTES;
@@ -132,6 +184,7 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         trk_peer_id_t *replaced) {
   trk_peer_t *p;
   trk_peer_id_t old_id = 0;
+  t->refusal = TRK_REFUSE_NONE;
   if (info == NULL || !trk_peer_node_id_valid(info->node_id))
     return WS_EUSAGE;
   trk_peer_t *old = trk_peers_find_node(t->peers, info->node_id);
@@ -140,7 +193,13 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
     trk_tracker_disconnect(t, old_id);
     t->st.peers_replaced++;
   }
+  if (trk_peers_count(t->peers) >= trk_peers_max(t->peers))
+    return refuse(t, TRK_REFUSE_PEERS);
+  if (memory_bytes(t) + peer_bytes(t) > t->max_bytes)
+    return refuse(t, TRK_REFUSE_MEMORY);
   int rc = trk_peers_add(t->peers, info, now_ms, &p);
+  if (rc == WS_ELIMIT)
+    return refuse(t, TRK_REFUSE_PEERS);
   if (rc < 0)
     return rc;
   /* A node that joins later is admitted by capped selectors (best effort:
@@ -157,7 +216,13 @@ int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
   trk_peer_t *p = trk_peers_get(t->peers, id);
   if (p == NULL)
     return WS_ENOTFOUND;
-  return trk_peer_update(p, info);
+  uint16_t port = p->port;
+  uint64_t zone = p->zone_hash;
+  int rc = trk_peer_update(p, info);
+  if (rc == 0 && (p->port != port || p->zone_hash != zone))
+    for (uint32_t i = 0; i < p->njoined; i++)
+      trk_swarm_member_refresh(p->joined[i].swarm, p->joined[i].member);
+  return rc;
 }
 
 /* Finds or creates the swarm for a and joins p to it. */
@@ -173,20 +238,26 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
   if (m != NULL)
     goto done;
   if (p->njoined >= p->max_joined)
-    return WS_ELIMIT;
+    return refuse(t, TRK_REFUSE_RELEASES_PER_NODE);
   if (s == NULL) {
-    if (t->nswarms >= TRK_MAX_SWARMS ||
-        state_bytes(t) + swarm_bytes(a->total_chunks) > TRK_MAX_STATE_BYTES)
-      return WS_ELIMIT;
+    if (t->nswarms >= TRK_MAX_SWARMS)
+      return refuse(t, TRK_REFUSE_SWARMS);
+    if (memory_bytes(t) + swarm_bytes(a->total_chunks) > t->max_bytes)
+      return refuse(t, TRK_REFUSE_MEMORY);
     s = trk_swarm_new(&a->digest, a->total_chunks, now_ms);
     if (s == NULL)
       return -ENOMEM;
     trk_swarm_set_origin_target(s, t->origin_target);
+    trk_swarm_set_max_members(s, t->max_members);
     t->swarms[t->nswarms++] = s;
     created = 1;
   }
-  if (state_bytes(t) + trk_swarm_member_bytes(s) > TRK_MAX_STATE_BYTES) {
-    rc = WS_ELIMIT;
+  if (trk_swarm_member_count(s) >= trk_swarm_max_members(s)) {
+    rc = refuse(t, TRK_REFUSE_MEMBERS);
+    goto fail_swarm;
+  }
+  if (memory_bytes(t) + trk_swarm_member_bytes(s) > t->max_bytes) {
+    rc = refuse(t, TRK_REFUSE_MEMORY);
     goto fail_swarm;
   }
   rc = trk_swarm_join(s, p, a->role, now_ms, &m);
@@ -330,6 +401,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   uint32_t granted[TRK_LEASES_PER_PEER_MAX];
   memset(r, 0, sizeof(*r));
   r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+  t->refusal = TRK_REFUSE_NONE;
   trk_peer_t *p = trk_peers_get(t->peers, id);
   if (p == NULL)
     return WS_ENOTFOUND;
@@ -362,7 +434,9 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     }
     if (!a->leave && s != NULL)
       r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
-    if (!a->leave && m == NULL)
+    /* The presence digest (all zero) is never a release: nobody joins. */
+    static const ws_hash_t presence;
+    if (!a->leave && m == NULL && !ws_hash_eq(&a->digest, &presence))
       joining_note(t, &a->digest, id, now_ms);
     reply_wanted(t, p, r);
     return 0;
@@ -516,4 +590,7 @@ void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out) {
   out->swarms = t->nswarms;
   out->wanted = trk_wanted_count(t->wanted);
   out->state_bytes = state_bytes(t);
+  out->memory_bytes = memory_bytes(t);
+  out->memory_max = t->max_bytes;
+  out->members_max = t->max_members != 0 ? t->max_members : TRK_MAX_MEMBERS;
 }

@@ -67,9 +67,24 @@ typedef struct {
   uint32_t interval_ms; /* when to announce again */
 } trk_reply_t;
 
+/* Why a connect or announce was refused with WS_ELIMIT (a cap). */
+typedef enum {
+  TRK_REFUSE_NONE,
+  TRK_REFUSE_PEERS,             /* --max-peers */
+  TRK_REFUSE_MEMORY,            /* --max-memory */
+  TRK_REFUSE_MEMBERS,           /* --max-members of the release */
+  TRK_REFUSE_RELEASES_PER_NODE, /* --max-releases-per-node */
+  TRK_REFUSE_SWARMS,            /* TRK_MAX_SWARMS releases tracked */
+  TRK_REFUSE_CONNS,             /* handshakes at once (trk_server.c) */
+  TRK_REFUSE_LAST
+} trk_refusal_t;
+
 typedef struct {
   uint32_t peers;
   uint32_t peers_max;
+  uint32_t members_max;  /* per release */
+  uint64_t memory_bytes; /* state_bytes plus the peers' (--max-memory) */
+  uint64_t memory_max;
   uint32_t swarms;
   uint32_t wanted;
   uint64_t state_bytes; /* have-bitfields and member records */
@@ -79,6 +94,7 @@ typedef struct {
   uint64_t haves;
   uint64_t leases_expired; /* by trk_tracker_tick and announce sweeps */
   uint64_t peers_replaced; /* same node id reconnected */
+  uint64_t refused[TRK_REFUSE_LAST]; /* refusals at each cap */
   uint64_t started_ms;
 } trk_tracker_stats_t;
 
@@ -88,11 +104,24 @@ trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
                                uint64_t now_ms);
 void trk_tracker_free(trk_tracker_t *t); /* accepts NULL */
 
+/* Members one release takes (--max-members; 0: TRK_MAX_MEMBERS), for
+ * every swarm now and later. */
+void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n);
+/* Bytes of state the tracker may hold (--max-memory; 0: the default
+ * TRK_MAX_STATE_BYTES): swarms, memberships and TRK_PEER_CONN_BYTES plus
+ * the records of each peer. Past it, connects and joins are refused. */
+void trk_tracker_set_max_memory(trk_tracker_t *t, uint64_t bytes);
+/* The cap behind the last WS_ELIMIT refusal of a connect or announce. */
+trk_refusal_t trk_tracker_refusal(const trk_tracker_t *t);
+/* "max_peers", "max_memory", ...: the metric label of a refusal. */
+const char *trk_refusal_name(trk_refusal_t r);
+
 /* Registers an authenticated connection. A peer already registered with
  * the same node id (a restarted daemon whose old connection is not yet
  * seen dead) is disconnected first and its id written to *replaced (0 if
  * none) so the caller can close that connection. WS_ELIMIT at the peer
- * cap, WS_EUSAGE for bad info. */
+ * cap or the memory cap (trk_tracker_refusal says which), WS_EUSAGE for
+ * bad info. */
 int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         uint64_t now_ms, trk_peer_id_t *out,
                         trk_peer_id_t *replaced) WS_MUST_USE;

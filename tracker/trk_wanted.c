@@ -235,7 +235,7 @@ int trk_wanted_choose(trk_wanted_t *w, const ws_hash_t *digest,
   uint32_t at = chosen_pos(e, node_id, &found);
   if (found)
     return 0;
-  if (e->nchosen >= TRK_MAX_PEERS)
+  if (e->nchosen >= TRK_MAX_PEERS_MAX)
     return WS_ELIMIT;
   if (e->nchosen == e->chosen_cap) {
     uint32_t cap = e->chosen_cap == 0 ? 8u : e->chosen_cap * 2u;

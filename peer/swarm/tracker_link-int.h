@@ -47,7 +47,8 @@ struct peer_tracker_link_s {
   peer_tracker_link_cbs_t cbs;
   tc_rel_t *rels[PEER_TRACKER_LINK_RELEASES_MAX];
   uint32_t nrels;
-  uint64_t seq; /* last tc_rel_t.seq handed out */
+  uint64_t seq;        /* last tc_rel_t.seq handed out */
+  bool refused_logged; /* turned away, said so; cleared once accepted */
   peer_tracker_link_stats_t st;
 };
 

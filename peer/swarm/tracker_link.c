@@ -20,8 +20,14 @@
  * tracker's last reply for it) has passed, or at once after track/done. A
  * send refused by a full queue leaves the release due; on_drain retries.
  * Reconnect delay: uniformly random in [d/2, d], d doubling from
- * backoff_min_ms to backoff_max_ms, reset by a completed handshake, so a
- * restarted tracker is not hit by every node at the same instant.
+ * backoff_min_ms to backoff_max_ms, so a restarted tracker is not hit by
+ * every node at the same instant. The link counts as up (on_link, the
+ * backoff reset) only once the tracker answered an announce: a full
+ * tracker completes the handshake, then turns the node away with an ERROR
+ * that names no release and a GOODBYE; such a node keeps doubling its
+ * delay and stays "down" for the daemon, which fetches from neighbours
+ * and S3 meanwhile (trackers.h), instead of coming back every half second
+ * to a tracker that will refuse it again.
  */
 #include "swarm/tracker_link-int.h"
 
@@ -289,8 +295,7 @@ static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
   }
   tc_set_state(tc, TC_READY);
   tc->st.links++;
-  tc->st.up = true;
-  tc->st.backoff_ms = tc->cfg.backoff_min_ms;
+  /* Up, and the backoff reset, come with the first reply (tc_on_reply). */
   /* A new connection may be a restarted tracker: tell it everything, in
    * priority order (tc_flush); room is found anew. */
   for (i = 0; i < tc->nrels; i++) {
@@ -304,9 +309,38 @@ static void tc_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
     if (r->event == WS_ANN_UPDATE)
       r->event = WS_ANN_STARTED;
   }
+  tc_flush(tc);
+}
+
+/* The tracker took us: the link is up. May close the client (on_link). */
+static void tc_accepted(peer_tracker_link_t *tc) {
+  if (tc->st.up)
+    return;
+  tc->st.up = true;
+  tc->st.backoff_ms = tc->cfg.backoff_min_ms;
+  if (tc->refused_logged)
+    WS_LOGI("tracker link %s:%u: accepted after %llu refusals", tc->cfg.host,
+            (unsigned)tc->cfg.port, (unsigned long long)tc->st.refusals);
+  tc->refused_logged = false;
   if (tc->cbs.on_link != NULL)
     tc->cbs.on_link(tc->cbs.arg, true, 0);
-  tc_flush(tc);
+}
+
+/* ERROR without a release before any reply: the tracker turns this node
+ * away (full); GOODBYE follows. Logged once until accepted again. */
+static void tc_refused(peer_tracker_link_t *tc, const ws_error_t *e) {
+  tc->st.refusals++;
+  if (tc->refused_logged) {
+    WS_LOGD("tracker link %s:%u: refused again: %s", tc->cfg.host,
+            (unsigned)tc->cfg.port, e->msg);
+    return;
+  }
+  tc->refused_logged = true;
+  WS_LOGW("tracker link %s:%u: the tracker turned this node away (%s: %s); "
+          "fetching from neighbours and S3 without it, asking again with "
+          "backoff up to %u s",
+          tc->cfg.host, (unsigned)tc->cfg.port, ws_errname(e->code), e->msg,
+          tc->cfg.backoff_max_ms / 1000u);
 }
 
 static void tc_on_reply(peer_tracker_link_t *tc,
@@ -315,6 +349,9 @@ static void tc_on_reply(peer_tracker_link_t *tc,
   uint32_t i;
 
   tc->st.replies++;
+  tc_accepted(tc);
+  if (tc->state != TC_READY)
+    return; /* on_link closed the client */
   if (r != NULL)
     tc_room_accepted(r);
   if (r != NULL && rep->interval_ms > 0) {
@@ -357,6 +394,8 @@ static void tc_on_frame(wire_conn_t *c, const ws_msg_t *m) {
   else if (m->type == WS_MSG_ERROR && m->u.error.code == WS_ELIMIT &&
            m->u.error.has_digest)
     tc_room_refused(tc, m->u.error.digest); /* logs once per refusal */
+  else if (m->type == WS_MSG_ERROR && !m->u.error.has_digest && !tc->st.up)
+    tc_refused(tc, &m->u.error);
   else if (m->type == WS_MSG_ERROR)
     WS_LOGW("tracker link %s:%u: tracker error %s: %s", tc->cfg.host,
             (unsigned)tc->cfg.port, ws_errname(m->u.error.code),
@@ -369,7 +408,7 @@ static void tc_on_drain(wire_conn_t *c) {
 
 static void tc_on_close(wire_conn_t *c, int status) {
   peer_tracker_link_t *tc = wire_conn_user(c);
-  bool was_up = tc->state == TC_READY;
+  bool was_up = tc->st.up; /* accepted, not merely handshaken */
 
   tc->conn = NULL;
   tc->st.up = false;
@@ -377,9 +416,10 @@ static void tc_on_close(wire_conn_t *c, int status) {
     tc_maybe_free(tc);
     return;
   }
-  WS_LOGI("tracker link %s:%u: link %s: %s", tc->cfg.host,
-          (unsigned)tc->cfg.port, was_up ? "lost" : "failed",
-          ws_strerror(status));
+  if (!tc->refused_logged || was_up)
+    WS_LOGI("tracker link %s:%u: link %s: %s", tc->cfg.host,
+            (unsigned)tc->cfg.port, was_up ? "lost" : "failed",
+            ws_strerror(status));
   tc_backoff(tc);
   if (was_up && tc->cbs.on_link != NULL)
     tc->cbs.on_link(tc->cbs.arg, false, status);

@@ -77,8 +77,10 @@ typedef struct {
   /* Other connected nodes the tracker named (the presence reply's
    * "nodes", n > 0): to swap with while it is down. Optional. */
   void (*on_nodes)(void *arg, const ws_peer_info_t *nodes, uint32_t n);
-  /* Link up (after the handshake) or down (status of the close). Leases
-   * die with the link: the tracker re-grants after re-announce. Optional. */
+  /* Link up (the tracker answered the first announce of a connection;
+   * a tracker that turns the node away never does) or down (status of the
+   * close). Leases die with the link: the tracker re-grants after
+   * re-announce. Optional. */
   void (*on_link)(void *arg, bool up, int status);
   /* Fills the optional progress report (size_bytes, s3_bytes, peer_bytes,
    * err) of the announce about to be sent for digest. Optional. */
@@ -93,8 +95,9 @@ typedef struct {
   uint64_t announces;  /* ANNOUNCE frames sent */
   uint64_t replies;    /* ANNOUNCE_REPLY frames received */
   uint64_t haves;      /* HAVE frames sent */
+  uint64_t refusals;   /* times the tracker turned this node away */
   uint32_t backoff_ms; /* current reconnect delay */
-  bool up;
+  bool up;             /* the tracker answered on this connection */
 } peer_tracker_link_stats_t;
 
 /* Defaults above, wire defaults, empty strings, zero key. */

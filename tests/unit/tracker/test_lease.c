@@ -606,6 +606,59 @@ static void test_spread_slow_and_stalled_peers(void **state) {
   fx_free(&fx);
 }
 
+/* Leases that end by deadline: random grants, renews, releases, haves and
+ * leaves with a clock that sometimes steps back (the list then inserts in
+ * order): every expire ends exactly the leases whose deadline passed, as a
+ * walk over every member counts them, and no other. */
+static void test_expiry_matches_full_walk(void **state) {
+  (void)state;
+  fx_t fx;
+  uint64_t rng = 777;
+  fx_init(&fx, 12, 300, NULL);
+  trk_swarm_set_origin_target(fx.s, 64);
+  uint64_t now = 100000;
+  for (int step = 0; step < 6000; step++) {
+    uint32_t i = (uint32_t)(trk_select_rand(&rng) % 12);
+    uint32_t op = (uint32_t)(trk_select_rand(&rng) % 10);
+    uint32_t c = (uint32_t)(trk_select_rand(&rng) % 300);
+    uint64_t t = now;
+    if (trk_select_rand(&rng) % 8 == 0)
+      t = now - trk_select_rand(&rng) % 3000; /* a call from the past */
+    else
+      now = t = now + trk_select_rand(&rng) % 700;
+    if (fx.m[i] == NULL) {
+      assert_int_equal(
+          trk_swarm_join(fx.s, fx.peer[i], TRK_ROLE_LEECH, t, &fx.m[i]), 0);
+      continue;
+    }
+    trk_member_t *m = fx.m[i];
+    if (op <= 2) {
+      grant(&fx, i, t, NULL);
+    } else if (op <= 4 && m->nleases > 0) {
+      uint32_t k = (uint32_t)(trk_select_rand(&rng) % m->nleases);
+      assert_int_equal(trk_lease_renew(fx.s, m, m->leases[k].chunk, t), 0);
+    } else if (op == 5 && m->nleases > 0) {
+      assert_int_equal(trk_lease_release(fx.s, m, m->leases[0].chunk, t), 0);
+    } else if (op == 6) {
+      assert_int_equal(trk_swarm_add_have(fx.s, m, c), 0);
+    } else if (op == 7 && trk_select_rand(&rng) % 20 == 0) {
+      trk_swarm_leave(fx.s, m);
+      fx.m[i] = NULL;
+    } else {
+      uint32_t due = 0;
+      for (uint32_t k = 0; k < 12; k++)
+        for (uint32_t j = 0; fx.m[k] != NULL && j < fx.m[k]->nleases; j++)
+          due += fx.m[k]->leases[j].expires_ms <= t;
+      assert_int_equal(trk_lease_expire(fx.s, t), due);
+      for (uint32_t k = 0; k < 12; k++)
+        for (uint32_t j = 0; fx.m[k] != NULL && j < fx.m[k]->nleases; j++)
+          assert_true(fx.m[k]->leases[j].expires_ms > t);
+    }
+    fx_check(fx.s);
+  }
+  fx_free(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cap_scales_with_downloaders),
@@ -624,6 +677,7 @@ int main(void) {
       cmocka_unit_test(test_exclusivity_random_ops),
       cmocka_unit_test(test_spread_equal_peers),
       cmocka_unit_test(test_spread_slow_and_stalled_peers),
+      cmocka_unit_test(test_expiry_matches_full_walk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

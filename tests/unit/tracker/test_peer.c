@@ -181,6 +181,57 @@ static void test_swarm_new_bounds(void **state) {
   trk_swarm_free(NULL);
 }
 
+/* 20,000 peers in and out in random order: the node id index finds every
+ * live peer and no removed one, ids stay unique, iteration stops at the
+ * slots in use and sees every peer once. */
+static void test_index_many_peers(void **state) {
+  (void)state;
+  enum { N = 20000 };
+  trk_peers_t *reg = trk_peers_new(N);
+  assert_non_null(reg);
+  static trk_peer_id_t ids[N];
+  char id[32];
+  uint64_t r = 99;
+  uint32_t live = 0;
+  for (int round = 0; round < 3; round++) {
+    for (uint32_t i = 0; i < N; i++) {
+      if (ids[i] != 0)
+        continue;
+      snprintf(id, sizeof(id), "host-%05u.example", i);
+      trk_peer_info_t in = info_of(id);
+      trk_peer_t *p;
+      assert_int_equal(trk_peers_add(reg, &in, 0, &p), 0);
+      ids[i] = p->id;
+      live++;
+    }
+    assert_int_equal(trk_peers_count(reg), live);
+    assert_true(trk_peers_slots(reg) <= N);
+    for (uint32_t i = 0; i < N; i++) {
+      if (trk_select_rand(&r) % 3 != 0)
+        continue;
+      trk_peers_remove(reg, ids[i]);
+      ids[i] = 0;
+      live--;
+    }
+    for (uint32_t i = 0; i < N; i++) {
+      snprintf(id, sizeof(id), "host-%05u.example", i);
+      trk_peer_t *p = trk_peers_find_node(reg, id);
+      if (ids[i] == 0) {
+        assert_null(p);
+      } else {
+        assert_non_null(p);
+        assert_int_equal(p->id, ids[i]);
+      }
+    }
+    uint32_t cur = 0, n = 0;
+    while (trk_peers_next(reg, &cur) != NULL)
+      n++;
+    assert_int_equal(n, live);
+    assert_true(cur <= trk_peers_slots(reg));
+  }
+  trk_peers_free(reg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_get_remove_generations),
@@ -189,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_rate_limit),
       cmocka_unit_test(test_swarms_per_peer_cap),
       cmocka_unit_test(test_swarm_new_bounds),
+      cmocka_unit_test(test_index_many_peers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,8 @@
  */
 #include "trk_fixture.h"
 
+#include <stdlib.h>
+
 static int in(const trk_peer_t *p, const fx_t *fx, const uint32_t *set,
               uint32_t n) {
   for (uint32_t i = 0; i < n; i++)
@@ -33,6 +35,7 @@ static void setup(fx_t *fx) {
   assert_int_equal(trk_lease_grant(fx->s, fx->m[5], 1, 0, got, 1), 1);
   assert_false(trk_member_has(fx->m[0], got[0]));
   fx->peer[8]->port = 0;
+  trk_swarm_member_refresh(fx->s, fx->m[8]);
 }
 
 static void test_zone_then_useful(void **state) {
@@ -100,8 +103,10 @@ static void test_bound_and_exclusions(void **state) {
       assert_ptr_not_equal(out[i], out[k]); /* no duplicates */
   }
   /* Nobody else serves: empty reply. */
-  for (uint32_t i = 1; i < 50; i++)
+  for (uint32_t i = 1; i < 50; i++) {
     fx.peer[i]->port = 0;
+    trk_swarm_member_refresh(fx.s, fx.m[i]);
+  }
   assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 5, &rng, out),
                    0);
   fx_free(&fx);
@@ -130,12 +135,140 @@ static void test_ties_randomized(void **state) {
   fx_free(&fx);
 }
 
+/* ---- the bounded heap against the full sort it replaced ------------------ */
+
+typedef struct {
+  const trk_member_t *m;
+  uint32_t rank;
+  uint32_t tie;
+} ref_cand_t;
+
+static int ref_cmp(const void *a, const void *b) {
+  const ref_cand_t *x = a, *y = b;
+  if (x->rank != y->rank)
+    return x->rank > y->rank ? -1 : 1;
+  if (x->tie != y->tie)
+    return x->tie < y->tie ? -1 : 1;
+  return 0;
+}
+
+static int ref_useful(const trk_swarm_t *s, const trk_member_t *c,
+                      const trk_member_t *asker) {
+  if (asker == NULL)
+    return c->have_count > 0 || c->nleases > 0;
+  for (uint32_t k = 0; k < s->total; k++)
+    if (!trk_bits_get(asker->have, k) &&
+        (trk_bits_get(c->have, k) || s->holder[k] == c))
+      return 1;
+  return 0;
+}
+
+/* The selection as it was before the heap: rank every candidate of the
+ * window, sort them all, return the first max. */
+static uint32_t ref_select(const trk_swarm_t *s, const trk_peer_t *who,
+                           const trk_member_t *asker, uint32_t max,
+                           uint64_t *rng, const trk_peer_t **out) {
+  static ref_cand_t cand[TRK_SELECT_SCAN_MAX];
+  uint32_t ncand = 0;
+  if (max > TRK_REPLY_PEERS_MAX)
+    max = TRK_REPLY_PEERS_MAX;
+  if (max == 0 || s->nmembers == 0)
+    return 0;
+  uint32_t scan =
+      s->nmembers < TRK_SELECT_SCAN_MAX ? s->nmembers : TRK_SELECT_SCAN_MAX;
+  uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
+  for (uint32_t k = 0; k < scan; k++) {
+    const trk_member_t *c = s->members[(start + k) % s->nmembers];
+    if (c == asker || c->peer == who || c->peer->port == 0)
+      continue;
+    uint32_t rank = 0;
+    if (who->zone[0] != '\0' && strcmp(who->zone, c->peer->zone) == 0)
+      rank |= 2u;
+    if (ref_useful(s, c, asker))
+      rank |= 1u;
+    cand[ncand].m = c;
+    cand[ncand].rank = rank;
+    cand[ncand].tie = (uint32_t)(trk_select_rand(rng) >> 32);
+    ncand++;
+  }
+  qsort(cand, ncand, sizeof(cand[0]), ref_cmp);
+  uint32_t n = ncand < max ? ncand : max;
+  for (uint32_t i = 0; i < n; i++)
+    out[i] = cand[i].m->peer;
+  return n;
+}
+
+/* Swarms of 1..600 members (past TRK_SELECT_SCAN_MAX) with random zones,
+ * have-sets, leases and ports: every selection, for every bound, equals
+ * the full sort's, pick for pick and in order, with the same draws. */
+static void test_heap_matches_full_sort(void **state) {
+  (void)state;
+  static const char *const zones[3] = {"", "a", "b"};
+  uint64_t r = 12345;
+  for (uint32_t round = 0; round < 12; round++) {
+    uint32_t n = 1u + (uint32_t)(trk_select_rand(&r) % 600u);
+    if (round == 0)
+      n = 600;
+    uint32_t total = 1u + (uint32_t)(trk_select_rand(&r) % 200u);
+    trk_peers_t *reg = trk_peers_new(0);
+    assert_non_null(reg);
+    ws_hash_t d = fx_digest(7);
+    trk_swarm_t *s = trk_swarm_new(&d, total, 0);
+    assert_non_null(s);
+    trk_peer_t **peers = calloc(n, sizeof(*peers));
+    trk_member_t **ms = calloc(n, sizeof(*ms));
+    assert_non_null(peers);
+    assert_non_null(ms);
+    for (uint32_t i = 0; i < n; i++) {
+      char id[32];
+      snprintf(id, sizeof(id), "node-%u", i);
+      trk_peer_info_t info = {
+          .node_id = id,
+          .addr = "10.0.0.1",
+          .port = trk_select_rand(&r) % 10u == 0 ? 0 : (uint16_t)(7000 + i),
+          .zone = zones[trk_select_rand(&r) % 3u]};
+      assert_int_equal(trk_peers_add(reg, &info, 0, &peers[i]), 0);
+      assert_int_equal(trk_swarm_join(s, peers[i], TRK_ROLE_LEECH, 0, &ms[i]),
+                       0);
+      uint32_t kind = (uint32_t)(trk_select_rand(&r) % 4u);
+      for (uint32_t c = 0; c < total; c++) {
+        uint32_t x = (uint32_t)(trk_select_rand(&r) % 100u);
+        if ((kind == 1 && x < 50) || (kind == 2 && x < 95) || kind == 3)
+          assert_int_equal(trk_swarm_add_have(s, ms[i], c), 0);
+      }
+    }
+    uint32_t got[TRK_LEASES_PER_PEER_MAX];
+    for (uint32_t i = 0; i < n; i += 7)
+      (void)trk_lease_grant(s, ms[i], 2, 0, got, 2);
+    for (uint32_t q = 0; q < 40; q++) {
+      uint32_t who = (uint32_t)(trk_select_rand(&r) % n);
+      uint32_t max =
+          (uint32_t)(trk_select_rand(&r) % (TRK_REPLY_PEERS_MAX + 2));
+      const trk_member_t *asker = q % 5 == 0 ? NULL : ms[who];
+      uint64_t seed = trk_select_rand(&r) | 1u;
+      uint64_t r1 = seed, r2 = seed;
+      const trk_peer_t *o1[TRK_REPLY_PEERS_MAX], *o2[TRK_REPLY_PEERS_MAX];
+      uint32_t n1 = trk_select_peers(s, peers[who], asker, max, &r1, o1);
+      uint32_t n2 = ref_select(s, peers[who], asker, max, &r2, o2);
+      assert_int_equal(n1, n2);
+      assert_true(r1 == r2); /* the same draws */
+      for (uint32_t i = 0; i < n1; i++)
+        assert_ptr_equal(o1[i], o2[i]);
+    }
+    trk_swarm_free(s);
+    trk_peers_free(reg);
+    free(peers);
+    free(ms);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zone_then_useful),
       cmocka_unit_test(test_no_zone_useful_first),
       cmocka_unit_test(test_bound_and_exclusions),
       cmocka_unit_test(test_ties_randomized),
+      cmocka_unit_test(test_heap_matches_full_sort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -410,11 +410,94 @@ static void test_json_and_metrics(void **state) {
   trk_tracker_free(t);
 }
 
+/* The caps come from configuration, and each refusal says which cap. */
+static void test_configured_caps(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(3, 1, 0);
+  trk_reply_t r;
+  trk_tracker_stats_t st;
+  ws_hash_t d = fx_digest(4);
+  trk_peer_id_t a = conn(t, "a", "", 7000);
+  trk_peer_id_t b = conn(t, "b", "", 7001);
+  trk_peer_id_t c = conn(t, "c", "", 7002);
+  trk_peer_info_t in = {.node_id = "d", .addr = "10.0.0.9", .port = 7003};
+  trk_peer_id_t id = 0;
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &id, NULL), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_PEERS);
+  assert_string_equal(trk_refusal_name(TRK_REFUSE_PEERS), "max_peers");
+  /* Two members per release. */
+  trk_tracker_set_max_members(t, 2);
+  trk_announce_t an = ann(&d, 16);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, c, &an, 0, &r), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_MEMBERS);
+  trk_tracker_set_max_members(t, 3);
+  assert_int_equal(trk_tracker_announce(t, c, &an, 0, &r), 0);
+  /* Memory: what is held now and not a byte more. */
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.refused[TRK_REFUSE_PEERS], 1);
+  assert_int_equal(st.refused[TRK_REFUSE_MEMBERS], 1);
+  assert_int_equal(st.members_max, 3);
+  assert_true(st.memory_bytes > st.state_bytes + 3u * TRK_PEER_CONN_BYTES);
+  trk_tracker_disconnect(t, c);
+  trk_tracker_stats(t, &st);
+  uint64_t m0 = st.memory_bytes;
+  in.node_id = "e";
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &id, NULL), 0);
+  trk_tracker_stats(t, &st);
+  uint64_t pb = st.memory_bytes - m0; /* what one peer costs */
+  assert_true(pb >= TRK_PEER_CONN_BYTES);
+  trk_tracker_disconnect(t, id);
+  trk_tracker_set_max_memory(t, m0 + pb - 1u);
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &id, NULL), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_MEMORY);
+  trk_tracker_set_max_memory(t, m0 + pb);
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &id, NULL), 0);
+  /* Room for the peer, none for its membership. */
+  assert_int_equal(trk_tracker_announce(t, id, &an, 0, &r), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_MEMORY);
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.refused[TRK_REFUSE_MEMORY], 2);
+  assert_int_equal(st.memory_max, m0 + pb);
+  assert_int_equal(st.memory_bytes, m0 + pb);
+  trk_tracker_free(t);
+}
+
+/* Selection reads a per-swarm view of each member's port and zone: a
+ * peer's announce that changes them (trk_tracker_peer_update) shows at
+ * once in every release it joined. */
+static void test_peer_update_reaches_selection(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(5);
+  trk_peer_id_t a = conn(t, "a", "z1", 7000);
+  trk_peer_id_t b = conn(t, "b", "z2", 0); /* serves nothing yet */
+  trk_announce_t an = ann(&d, 16);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 1000, &r), 0);
+  assert_int_equal(r.npeers, 0);
+  trk_peer_info_t in = {
+      .node_id = "b", .addr = "10.0.0.9", .port = 7001, .zone = "z1"};
+  assert_int_equal(trk_tracker_peer_update(t, b, &in), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 2000, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "b");
+  in.port = 0;
+  assert_int_equal(trk_tracker_peer_update(t, b, &in), 0);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 3000, &r), 0);
+  assert_int_equal(r.npeers, 0);
+  trk_tracker_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_manifest_unknown_announce),
       cmocka_unit_test(test_joining_peers_share_leases),
+      cmocka_unit_test(test_configured_caps),
+      cmocka_unit_test(test_peer_update_reaches_selection),
       cmocka_unit_test(test_rate_and_unknown_peer),
       cmocka_unit_test(test_caps),
       cmocka_unit_test(test_swarm_cap),

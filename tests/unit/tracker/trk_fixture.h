@@ -113,6 +113,25 @@ static inline void fx_check(const trk_swarm_t *s) {
     down += m->role == TRK_ROLE_LEECH && m->have_count < s->total;
     assert_true(m->nleases <= TRK_LEASES_PER_PEER_MAX);
   }
+  /* The deadline list: exactly the leased chunks, earliest first. */
+  uint32_t listed = 0, prev = TRK_LEASE_NIL;
+  uint64_t last = 0;
+  for (uint32_t c = s->lhead; c != TRK_LEASE_NIL; c = s->lnext[c]) {
+    const trk_member_t *h = s->holder[c];
+    assert_non_null(h);
+    assert_int_equal(s->lprev[c], prev);
+    uint64_t dl = UINT64_MAX;
+    for (uint32_t k = 0; k < h->nleases; k++)
+      if (h->leases[k].chunk == c)
+        dl = h->leases[k].expires_ms;
+    assert_true(dl != UINT64_MAX && dl >= last);
+    last = dl;
+    prev = c;
+    listed++;
+    assert_true(listed <= s->total);
+  }
+  assert_int_equal(s->ltail, prev);
+  assert_int_equal(listed, s->leased);
   assert_int_equal(need, s->need_count);
   assert_int_equal(suspect, s->suspect_count);
   assert_int_equal(held, s->held_chunks);

@@ -68,6 +68,7 @@ typedef struct {
   bool t_open;
   unsigned t_step;
   bool done;
+  peer_tracker_link_stats_t refused_st;
 } tf_t;
 
 /* ---- fake tracker ---------------------------------------------------------
@@ -132,9 +133,23 @@ static void tf_record(tf_t *tf, const ws_announce_t *a) {
   rec->conn_no = tf->conns;
 }
 
+/* Mode 3: a full tracker. Every connection is turned away right after the
+ * handshake, as p2p-tracker does at its --max-peers: ERROR naming no
+ * release, then GOODBYE. */
 static void tf_on_ready(wire_conn_t *c, const wire_peer_t *peer) {
-  (void)c;
+  tf_t *tf = wire_conn_user(c);
+  ws_msg_t m;
+
   (void)peer;
+  if (tf->mode != 3)
+    return;
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_ERROR;
+  m.u.error.code = WS_ELIMIT;
+  snprintf(m.u.error.msg, sizeof(m.u.error.msg),
+           "tracker full: 1 of 1 peers connected (--max-peers)");
+  assert_int_equal(wire_conn_send(c, &m), 0);
+  wire_conn_goodbye(c, WS_BYE_SHUTDOWN);
 }
 
 /* Mode 1 script: ann#1 (started) -> reply; the client's on_leases marks
@@ -165,6 +180,8 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
 
   switch (m->type) {
   case WS_MSG_ANNOUNCE:
+    if (tf->mode == 3)
+      break; /* turned away: its GOODBYE is on the way */
     tf_record(tf, &m->u.announce);
     if (tf->nann == 1 || tf->mode == 1)
       tf_reply(tf, &m->u.announce);
@@ -306,7 +323,7 @@ static tf_t *tf_new(int mode) {
   snprintf(tf->ccfg.zone, sizeof(tf->ccfg.zone), "z1");
   tf->ccfg.listen_port = 7100;
   tf->ccfg.backoff_min_ms = 20;
-  tf->ccfg.backoff_max_ms = 80;
+  tf->ccfg.backoff_max_ms = mode == 3 ? 640 : 80;
   assert_int_equal(uv_timer_init(&tf->w.loop, &tf->t), 0);
   tf->t.data = tf;
   tf->t_open = true;
@@ -441,11 +458,48 @@ static void test_reconnect(void **state) {
   assert_true(tf->ann[1].has_bits);
   assert_int_equal(tf->ann[1].bits[0], 0x10); /* chunk 3 */
   assert_int_equal(tf->ann[1].n_list, 0);
-  assert_int_equal(tf->links_up, 2);
+  /* Up once: the second connection closes before the tracker answers
+   * (a link is up when the tracker answered, not at the handshake). */
+  assert_int_equal(tf->links_up, 1);
   assert_int_equal(tf->links_down, 1);
   assert_int_equal(tf->nhave, 0); /* it was down: no HAVE frame */
   tf_free(tf);
   (void)st;
+}
+
+static void refused_stop(uv_timer_t *t) {
+  tf_t *tf = t->data;
+
+  peer_tracker_link_stats(tf->tc, &tf->refused_st);
+  peer_tracker_link_close(tf->tc);
+  tf->done = true;
+  wf_listen_close(&tf->w);
+  tf->t_open = false;
+  uv_close((uv_handle_t *)&tf->t, NULL);
+}
+
+/* A tracker that turns the node away after each handshake: the link never
+ * counts as up (the daemon falls back as if the tracker were down), and
+ * the reconnect delay keeps doubling (20, 40, ... 640 ms) instead of being
+ * reset by each handshake (which reconnected every 10-20 ms here). */
+static void test_refused_backs_off(void **state) {
+  tf_t *tf = tf_new(3);
+
+  (void)state;
+  track_a(tf, 8, NULL, 0);
+  uv_timer_start(&tf->t, refused_stop, 1200, 0);
+  wf_run(&tf->w, 10000);
+  assert_int_equal(tf->links_up, 0);
+  assert_int_equal(tf->links_down, 0);
+  assert_false(tf->refused_st.up);
+  assert_true(tf->refused_st.refusals >= 3);
+  /* Waits of at least 10 + 20 + 40 + 80 + 160 + 320 ms: seven connects at
+   * most in 1.2 s; with a reset at each handshake it was over fifty. */
+  assert_true(tf->conns >= 3 && tf->conns <= 7);
+  assert_true(tf->refused_st.backoff_ms >= 160);
+  assert_true(tf->refused_st.refusals <= tf->conns);
+  assert_int_equal(tf->nann, 0);
+  tf_free(tf);
 }
 
 static void test_cfg_addr(void **state) {
@@ -476,6 +530,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_reconnect),
+      cmocka_unit_test(test_refused_backs_off),
       cmocka_unit_test(test_cfg_addr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
