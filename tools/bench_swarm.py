@@ -39,8 +39,10 @@ def host_ip(i):
     return f"{NET}.{10 + i}"
 
 
-def shape(ns, dev, mbit):
-    """Rate mbit on dev's egress: one htb link class, with small TCP packets
+def shape(ns, dev, mbit, qdisc="ack"):
+    """Rate mbit on dev's egress. qdisc "fifo": one htb class and a plain
+    FIFO under it (htb's default leaf), what a node whose queue discipline
+    is not kind gets. qdisc "ack" (the default): one htb link class, with small TCP packets
     (pure ACKs, < 128 bytes) in a priority child class and everything else
     in a bulk one. A host's NIC sends the ACKs of its downloads on the same
     queue as its uploads; Linux's default fq_codel keeps them from waiting
@@ -48,6 +50,12 @@ def shape(ns, dev, mbit):
     plain FIFO under the shaper would throttle every download of a host
     that is also uploading (the swarm's normal state) to well under B."""
     tc = ["tc", "-n", ns]
+    if qdisc == "fifo":
+        sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
+           "r2q", "1000")
+        sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+           "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit")
+        return
     sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20",
        "r2q", "1000")
     sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
@@ -62,9 +70,10 @@ def shape(ns, dev, mbit):
 
 
 class Net:
-    def __init__(self, n, rate_mbit, origin_mbit, cc=None):
+    def __init__(self, n, rate_mbit, origin_mbit, cc=None, qdisc="ack"):
         self.n = n
         self.cc = cc
+        self.qdisc = qdisc
         self.ns = []
         self.cleanup()
         sh("ip", "netns", "add", f"{PFX}-br")
@@ -99,7 +108,7 @@ class Net:
             # Egress of the host (its upload) and egress of the bridge port
             # towards it (its download): rate B both ways.
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
-                shape(nsx, dev, mbit)
+                shape(nsx, dev, mbit, self.qdisc)
 
     def host_rx_bytes(self):
         """Bytes each host has received on its link, h1..hN (read on the
@@ -288,7 +297,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     t_all = max(times)
     return {"mode": mode, "n": N, "bytes": F, "rate_mbit": a.rate_mbit,
             "origin_mbit": a.origin_mbit, "chunk_mib": a.chunk_mib,
-            "origin_inflight": a.origin_inflight or "default",
+            "origin_inflight": a.origin_inflight or "default", "qdisc": a.qdisc,
             "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
@@ -305,7 +314,7 @@ def run(a):
     os.chmod(work, 0o755)
     net = rgw = None
     try:
-        net = Net(a.peers, a.rate_mbit, a.origin_mbit, a.cc)
+        net = Net(a.peers, a.rate_mbit, a.origin_mbit, a.cc, a.qdisc)
         rgw = Rgw(bind=S3_IP, port=7480, mon=6789, netns=f"{PFX}-s3")
         rgw.s3env["AWS_ENDPOINT_URL_S3"] = f"http://{S3_IP}:7480"
         src = os.path.join(work, "model")
