@@ -116,6 +116,14 @@ const ws_httpd_route_t *ws_httpd_route_find(const ws_httpd_t *srv,
  * since the last line, at most every WS_HTTPD_NOTE_MS, so an attack is in
  * the log without a line per connection. */
 #define WS_HTTPD_NOTE_MS 10000u
+/* One more of the defence count field: the server's own, and its tally
+ * (ws_httpd_config_t) if it has one. */
+#define WS_HTTPD_COUNT(srv, field)                                             \
+  do {                                                                         \
+    (srv)->stats.field++;                                                      \
+    if ((srv)->cfg.tally != NULL)                                              \
+      (srv)->cfg.tally->field++;                                               \
+  } while (0)
 void ws_httpd_note(ws_httpd_t *srv);
 
 /* 1 if the request (method, path, Authorization value or NULL) may pass

@@ -72,6 +72,15 @@ typedef struct ws_httpd_req_s ws_httpd_req_t;
 #define WS_HTTPD_MAX_REQ_HEADERS 32 /* further headers are parsed, not kept */
 #define WS_HTTPD_MAX_REPLY_HEADERS 8
 
+/* What the slow-client defences did since creation (for metrics, logs and
+ * tests). */
+typedef struct {
+  uint64_t deadline_closed; /* 408: headers or body not in time */
+  uint64_t evicted;         /* closed to make room for a new connection */
+  uint64_t refused;         /* new connections refused (503: all busy) */
+  uint64_t unauthorized;    /* 401 answers */
+} ws_httpd_stats_t;
+
 typedef struct {
   size_t max_header_bytes;      /* request line + headers; 0 = 16 KiB */
   size_t max_body_bytes;        /* request body; 0 = 1 MiB */
@@ -89,6 +98,10 @@ typedef struct {
   size_t max_write_queue_bytes; /* streamed bytes not yet written; 0 = 4 MiB */
   const char *name;             /* for log lines ("api", "http"); borrowed,
                                    must outlive the server; NULL = "httpd" */
+  ws_httpd_stats_t *tally;      /* every count also added here (a daemon's
+                                   servers share one for its metrics);
+                                   borrowed, must outlive the server; NULL =
+                                   none */
 } ws_httpd_config_t;
 
 typedef enum {
@@ -158,14 +171,6 @@ void ws_httpd_close(ws_httpd_t *srv, ws_httpd_close_cb cb, void *arg);
 /* Number of open connections (for metrics and tests). */
 unsigned ws_httpd_conn_count(const ws_httpd_t *srv);
 
-/* What the slow-client defences did since creation (for metrics, logs and
- * tests). */
-typedef struct {
-  uint64_t deadline_closed; /* 408: headers or body not in time */
-  uint64_t evicted;         /* closed to make room for a new connection */
-  uint64_t refused;         /* new connections refused (503: all busy) */
-  uint64_t unauthorized;    /* 401 answers */
-} ws_httpd_stats_t;
 void ws_httpd_get_stats(const ws_httpd_t *srv, ws_httpd_stats_t *out);
 
 /* ---- request (all borrowed from req; valid until it is given back) ---- */

@@ -76,7 +76,7 @@ int ws_httpd_conn_admit(ws_httpd_t *srv, ws_httpd_conn_t *fresh) {
             (unsigned long long)fresh->id, fresh->peer,
             ws_httpd_conn_state_name[victim->state],
             (unsigned long long)(uv_now(srv->loop) - victim->read_since_ms));
-    srv->stats.evicted++;
+    WS_HTTPD_COUNT(srv, evicted);
     ws_httpd_note(srv);
     ws_httpd_conn_busy_close(victim,
                              "connection closed to make room for another");

@@ -438,7 +438,7 @@ static void conn_parse(ws_httpd_conn_t *conn) {
     if (e != HPE_OK) {
       int status = conn->parse_status ? conn->parse_status : 400;
       if (status == 401) {
-        conn->srv->stats.unauthorized++;
+        WS_HTTPD_COUNT(conn->srv, unauthorized);
         ws_httpd_note(conn->srv);
         conn_fail(conn, 401, WS_EAUTH,
                   "missing or wrong API token (Authorization: Bearer TOKEN)",
@@ -506,7 +506,7 @@ static void conn_on_timeout(uv_timer_t *t) {
   bool late = conn->state == CONN_READING && conn->deadline_ms != 0 &&
               uv_now(conn->srv->loop) >= conn->deadline_ms;
   if (late) {
-    conn->srv->stats.deadline_closed++;
+    WS_HTTPD_COUNT(conn->srv, deadline_closed);
     ws_httpd_note(conn->srv);
   }
   if (conn->state == CONN_READING && (conn->req != NULL || conn->in_len > 0))
@@ -615,7 +615,7 @@ int ws_httpd_conn_accept(ws_httpd_t *srv, uv_stream_t *listener, bool is_unix) {
   }
   ws_httpd_conn_peer_name(conn, is_unix);
   if (ws_httpd_conn_admit(srv, conn) < 0) {
-    srv->stats.refused++;
+    WS_HTTPD_COUNT(srv, refused);
     ws_httpd_note(srv);
     ws_httpd_conn_busy_close(conn, "too many connections");
     return WS_EBUSY;

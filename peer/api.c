@@ -650,12 +650,11 @@ static int api_listen(peer_api_t *api) {
 
 int peer_api_new(peer_ctx_t *ctx, peer_releases_t *releases,
                  peer_swarm_t *swarm, peer_api_t **out) {
-  ws_httpd_config_t hc = {
-      .max_body_bytes = PEER_API_MAX_BODY_BYTES,
-      .max_conns = PEER_API_MAX_CONNS,
-      .idle_timeout_ms = PEER_API_IDLE_TIMEOUT_MS,
-      .name = "api",
-  };
+  ws_httpd_config_t hc = {.max_body_bytes = PEER_API_MAX_BODY_BYTES,
+                          .max_conns = PEER_API_MAX_CONNS,
+                          .idle_timeout_ms = PEER_API_IDLE_TIMEOUT_MS,
+                          .name = "api",
+                          .tally = &ctx->counters.http};
   peer_api_t *api = calloc(1, sizeof(*api));
   if (api == NULL)
     return -ENOMEM;

@@ -138,6 +138,20 @@ static const struct {
     {"weightswarm_p2pd_peer_upload_stalls_total",
      "Peers closed because they held upload slots and read nothing.", "counter",
      offsetof(peer_counters_t, upload_stalls)},
+    {"weightswarm_p2pd_http_deadline_closed_total",
+     "HTTP clients closed with 408: request headers or body not complete "
+     "in time (API and --metrics).",
+     "counter", offsetof(peer_counters_t, http.deadline_closed)},
+    {"weightswarm_p2pd_http_evicted_total",
+     "HTTP connections closed to make room for a new one (the one reading "
+     "longest).",
+     "counter", offsetof(peer_counters_t, http.evicted)},
+    {"weightswarm_p2pd_http_refused_total",
+     "HTTP connections refused with 503: every slot busy.", "counter",
+     offsetof(peer_counters_t, http.refused)},
+    {"weightswarm_p2pd_http_unauthorized_total",
+     "HTTP requests answered 401: no or wrong bearer token (--http).",
+     "counter", offsetof(peer_counters_t, http.unauthorized)},
     {"weightswarm_p2pd_manifests_from_peers_total",
      "Release manifests received from peers.", "counter",
      offsetof(peer_counters_t, manifests_from_peers)},
@@ -492,6 +506,7 @@ static int listener_start(peer_metrics_t *m, const char *host_port) {
       .max_conns = PEER_METRICS_MAX_CONNS,
       .idle_timeout_ms = PEER_METRICS_IDLE_TIMEOUT_MS,
       .name = "metrics",
+      .tally = &m->ctx->counters.http,
   };
   int port = 0;
   int rc = ws_httpd_new(m->ctx->loop, &hc, &m->srv);

@@ -70,6 +70,7 @@ typedef struct {
   trk_server_t *srv;
   trk_http_t *http;
   trk_metrics_http_t *metrics; /* --metrics listener, NULL when off */
+  ws_httpd_stats_t http_tally; /* both HTTP servers' defence counts */
   trk_state_t *state;
   uv_signal_t sigterm;
   uv_signal_t sigint;
@@ -421,8 +422,8 @@ static int start_metrics(app_t *a, const opts_t *o) {
   int port = 0;
   if (o->metrics == NULL)
     return 0;
-  int rc = trk_metrics_http_new(a->loop, a->t, a->srv, o->metrics, &port,
-                                &a->metrics);
+  int rc = trk_metrics_http_new(a->loop, a->t, a->srv, &a->http_tally,
+                                o->metrics, &port, &a->metrics);
   if (rc < 0)
     WS_LOGE("--metrics %s: %s", o->metrics, ws_strerror(rc));
   else
@@ -442,7 +443,7 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
     return rc;
   }
   WS_LOGI("peer protocol on %s (port %d)", o->listen, port);
-  rc = trk_http_new(a->loop, a->t, a->srv, &a->http);
+  rc = trk_http_new(a->loop, a->t, a->srv, &a->http_tally, &a->http);
   if (rc < 0)
     return rc;
   trk_http_on_wanted(a->http, on_wanted, a);

@@ -28,6 +28,7 @@ struct trk_http_s {
   uv_loop_t *loop;
   trk_tracker_t *t;
   trk_server_t *srv;
+  ws_httpd_stats_t *tally; /* the tracker's HTTP defence counts; may be NULL */
   ws_httpd_t *httpd;
   trk_tags_t *tags; /* tagged prefetch URIs (trk_tag.h) */
   trk_http_wanted_cb wanted_cb;
@@ -82,7 +83,7 @@ static void h_healthz(ws_httpd_req_t *req, void *arg) {
 
 static void h_metrics(ws_httpd_req_t *req, void *arg) {
   trk_http_t *h = arg;
-  trk_metrics_reply(req, h->t, h->srv, now_ms(h));
+  trk_metrics_reply(req, h->t, h->srv, h->tally, now_ms(h));
 }
 
 static void reply_text_json(ws_httpd_req_t *req, int status, char *text) {
@@ -380,7 +381,7 @@ static void h_prefetch_del(ws_httpd_req_t *req, void *arg) {
 }
 
 int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
-                 trk_http_t **out) {
+                 ws_httpd_stats_t *tally, trk_http_t **out) {
   static const struct {
     const char *method;
     const char *path;
@@ -399,7 +400,8 @@ int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
   };
   ws_httpd_config_t cfg = {.max_body_bytes = TRK_HTTP_BODY_MAX,
                            .max_conns = TRK_HTTP_MAX_CONNS,
-                           .name = "http"};
+                           .name = "http",
+                           .tally = tally};
   int rc;
   trk_http_t *h = calloc(1, sizeof(*h));
   if (h == NULL)
@@ -407,6 +409,7 @@ int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
   h->loop = loop;
   h->t = t;
   h->srv = srv;
+  h->tally = tally;
   rc = trk_tags_new(loop, &h->tags);
   if (rc < 0)
     goto fail_h;

@@ -25,6 +25,7 @@
 
 #include "trk_server.h"
 #include "trk_tracker.h"
+#include "ws_httpd.h"
 #include "ws_err.h"
 
 typedef struct trk_http_s trk_http_t;
@@ -33,10 +34,12 @@ typedef void (*trk_http_wanted_cb)(void *arg);
 typedef void (*trk_http_close_cb)(void *arg);
 
 /* Creates the HTTP front end over t (borrowed) and, for its connection
- * metrics, srv (borrowed, may be NULL). 0 and *out (new; ends with
+ * metrics, srv (borrowed, may be NULL); its slow-client and token counts
+ * are also added to tally (borrowed, may be NULL; shared with the
+ * --metrics listener, shown by /metrics). 0 and *out (new; ends with
  * trk_http_close), -ENOMEM or a ws_httpd error. */
 int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
-                 trk_http_t **out) WS_MUST_USE;
+                 ws_httpd_stats_t *tally, trk_http_t **out) WS_MUST_USE;
 /* Requires "Authorization: Bearer <token>" (copied) on POST and DELETE,
  * and with reads nonzero on GET too; /healthz stays open (probes). Missing
  * or wrong: 401 (docs/api.md). token NULL: open API. 0, -ENOMEM. */

@@ -306,8 +306,26 @@ static void server_text(const trk_server_t *srv, text_t *b) {
              "Frames sent.", (double)st.frames_out);
 }
 
+/* The HTTP servers' defences (common/ws_httpd.h). */
+static void http_text(const ws_httpd_stats_t *st, text_t *b) {
+  metric_one(b, "weightswarm_tracker_http_deadline_closed_total", "counter",
+             "HTTP clients closed with 408: headers or body not complete in "
+             "time.",
+             (double)st->deadline_closed);
+  metric_one(b, "weightswarm_tracker_http_evicted_total", "counter",
+             "HTTP connections closed to make room for a new one.",
+             (double)st->evicted);
+  metric_one(b, "weightswarm_tracker_http_refused_total", "counter",
+             "HTTP connections refused with 503: every slot busy.",
+             (double)st->refused);
+  metric_one(b, "weightswarm_tracker_http_unauthorized_total", "counter",
+             "HTTP requests answered 401: no or wrong bearer token.",
+             (double)st->unauthorized);
+}
+
 int trk_metrics_text(const trk_tracker_t *t, const trk_server_t *srv,
-                     uint64_t now_ms, char **out, size_t *len) {
+                     const ws_httpd_stats_t *http, uint64_t now_ms, char **out,
+                     size_t *len) {
   text_t b = {.cap = 4096};
   b.p = malloc(b.cap);
   if (b.p == NULL)
@@ -317,6 +335,8 @@ int trk_metrics_text(const trk_tracker_t *t, const trk_server_t *srv,
   int rc = swarm_text(t, &b);
   if (rc == 0 && srv != NULL)
     server_text(srv, &b);
+  if (rc == 0 && http != NULL)
+    http_text(http, &b);
   if (rc == 0)
     rc = b.err;
   if (rc != 0) {
@@ -329,10 +349,11 @@ int trk_metrics_text(const trk_tracker_t *t, const trk_server_t *srv,
 }
 
 void trk_metrics_reply(ws_httpd_req_t *req, const trk_tracker_t *t,
-                       const trk_server_t *srv, uint64_t now_ms) {
+                       const trk_server_t *srv, const ws_httpd_stats_t *http,
+                       uint64_t now_ms) {
   char *text = NULL;
   size_t len = 0;
-  int rc = trk_metrics_text(t, srv, now_ms, &text, &len);
+  int rc = trk_metrics_text(t, srv, http, now_ms, &text, &len);
   if (rc < 0) {
     ws_httpd_reply_error(req, 500, rc, NULL);
     return;
@@ -347,6 +368,7 @@ struct trk_metrics_http_s {
   uv_loop_t *loop;
   const trk_tracker_t *t;
   const trk_server_t *srv;
+  ws_httpd_stats_t *tally;
   ws_httpd_t *httpd;
   trk_metrics_close_cb close_cb;
   void *close_arg;
@@ -354,7 +376,7 @@ struct trk_metrics_http_s {
 
 static void l_metrics(ws_httpd_req_t *req, void *arg) {
   trk_metrics_http_t *m = arg;
-  trk_metrics_reply(req, m->t, m->srv, uv_now(m->loop));
+  trk_metrics_reply(req, m->t, m->srv, m->tally, uv_now(m->loop));
 }
 
 /* The tracker is ready once its listeners are up: this one is the last
@@ -373,21 +395,24 @@ static void l_freed(ws_httpd_t *srv, void *arg) {
 }
 
 int trk_metrics_http_new(uv_loop_t *loop, const trk_tracker_t *t,
-                         const trk_server_t *srv, const char *host_port,
-                         int *bound_port, trk_metrics_http_t **out) {
+                         const trk_server_t *srv, ws_httpd_stats_t *tally,
+                         const char *host_port, int *bound_port,
+                         trk_metrics_http_t **out) {
   static const struct {
     const char *path;
     ws_httpd_handler_cb cb;
   } routes[] = {{"/metrics", l_metrics}, {"/healthz", l_ok}, {"/readyz", l_ok}};
   ws_httpd_config_t cfg = {.max_body_bytes = TRK_METRICS_BODY_MAX,
                            .max_conns = TRK_METRICS_MAX_CONNS,
-                           .name = "metrics"};
+                           .name = "metrics",
+                           .tally = tally};
   trk_metrics_http_t *m = calloc(1, sizeof(*m));
   if (m == NULL)
     return -ENOMEM;
   m->loop = loop;
   m->t = t;
   m->srv = srv;
+  m->tally = tally;
   int rc = ws_httpd_new(loop, &cfg, &m->httpd);
   if (rc < 0) {
     free(m);

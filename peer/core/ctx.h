@@ -22,6 +22,7 @@
 #include "s3.h"
 #include "store.h"
 #include "ws_hist.h"
+#include "ws_httpd.h"
 
 /* Counters exported by /metrics that no library keeps for us. */
 typedef struct {
@@ -52,6 +53,9 @@ typedef struct {
   ws_hist_t chunk_peer_s;
   ws_hist_t release_ready_s;
   ws_hist_t release_failed_s;
+  /* The HTTP servers' defences against slow and anonymous clients, over
+   * the API (socket, --http) and --metrics (ws_httpd_config_t tally). */
+  ws_httpd_stats_t http;
 } peer_counters_t;
 
 typedef struct peer_ctx_s {

@@ -115,7 +115,7 @@ static void setup(void) {
   a.want_leases = 2;
   a.max_peers = 4;
   if (trk_tracker_announce(tracker, id, &a, uv_now(&loop), &r) != 0 ||
-      trk_http_new(&loop, tracker, NULL, &http) != 0 ||
+      trk_http_new(&loop, tracker, NULL, NULL, &http) != 0 ||
       trk_http_listen(http, "127.0.0.1:0", &port) != 0)
     abort();
 }

@@ -50,6 +50,16 @@ def wanted(trk):
     return [w["digest"] for w in body["wanted"]]
 
 
+def tracker_metric(trk, name):
+    """One sample of the tracker's /metrics (0 when absent)."""
+    st, _, text = call(trk.http, "GET", "/metrics", token=trk.token)
+    assert st == 200, text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def assert_401(st, hdrs, body):
     assert st == 401, (st, body)
     assert hdrs.get("WWW-Authenticate", "").startswith("Bearer"), dict(hdrs)
@@ -80,6 +90,8 @@ def test_tracker_writes_need_the_token(tmp_path):
                             {"uri": f"s3://models/x/sha256-{i:064x}/"})
             assert st == 401, (i, st)
         assert wanted(trk) == [DIGEST]
+        # ... and each refusal is counted where an operator looks.
+        assert tracker_metric(trk, "weightswarm_tracker_http_unauthorized_total") >= 70 + 4
         st, _, body = call(trk.http, "DELETE", f"/api/v1/prefetch/{DIGEST}", token=trk.token)
         assert st == 204, body
         assert wanted(trk) == []
@@ -138,6 +150,7 @@ def test_p2pd_http_needs_the_token(rgw, s3env, tmp_path):
         for probe in ("/healthz", "/readyz"):
             st, _, _ = call(port, "GET", probe)
             assert st == 200, probe
+        assert d.metric("weightswarm_p2pd_http_unauthorized_total") == 3
         st, _, body = call(port, "POST", "/api/v1/prefetch", {"uri": pub["uri"]}, token=token,
                            timeout=120)
         assert st == 200, body
@@ -217,6 +230,8 @@ def test_slow_loris_cannot_starve_healthz(tmp_path):
         assert not late, late
         timed_out = [c for c in slow if b" 408 " in c["got"]]
         assert timed_out and all(b"headers not received in time" in c["got"] for c in timed_out)
+        assert tracker_metric(trk, "weightswarm_tracker_http_deadline_closed_total") >= \
+            len(timed_out)
     finally:
         for c in slow:
             c["sock"].close()

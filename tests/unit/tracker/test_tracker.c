@@ -396,7 +396,7 @@ static void test_json_and_metrics(void **state) {
 
   char *m = NULL;
   size_t len = 0;
-  assert_int_equal(trk_metrics_text(t, NULL, 3000, &m, &len), 0);
+  assert_int_equal(trk_metrics_text(t, NULL, NULL, 3000, &m, &len), 0);
   assert_int_equal(strlen(m), len);
   assert_non_null(strstr(m, "\nweightswarm_tracker_peers 2\n"));
   assert_non_null(
