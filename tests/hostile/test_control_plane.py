@@ -8,7 +8,6 @@ build) the helpers start the daemons the same way minus the options that
 build does not know (ws.supports): the attack then succeeds, and that is
 what fails the test.
 """
-import http.client
 import json
 import os
 import socket
@@ -27,21 +26,7 @@ URI = f"s3://models/prod/m/{DIGEST}/"
 
 def call(port, method, path, body=None, token=None, timeout=10):
     """One request on a fresh connection: (status, headers, parsed body)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    try:
-        c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                  headers=headers)
-        r = c.getresponse()
-        raw = r.read()
-        try:
-            return r.status, r.headers, json.loads(raw)
-        except ValueError:
-            return r.status, r.headers, raw.decode(errors="replace")
-    finally:
-        c.close()
+    return ws.http_json("127.0.0.1", port, method, path, body, token, timeout)
 
 
 def wanted(trk):

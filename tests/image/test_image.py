@@ -15,7 +15,6 @@ Skipped, with the reason printed, only where podman cannot run at all.
 WS_TEST_IMAGE=NAME tests an image built elsewhere instead of running
 tools/image (for example the one `tools/image --containerfile` builds).
 """
-import http.client
 import json
 import os
 import shutil
@@ -115,21 +114,8 @@ class Relay:
 
 
 def tracker_request(ip, method, path, body=None, token=None):
-    c = http.client.HTTPConnection(ip, 7601, timeout=10)
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    try:
-        c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                  headers=headers)
-        r = c.getresponse()
-        raw = r.read()
-        try:
-            return r.status, json.loads(raw)
-        except ValueError:
-            return r.status, raw.decode(errors="replace")
-    finally:
-        c.close()
+    st, _, out = ws.http_json(ip, 7601, method, path, body, token)
+    return st, out
 
 
 def container_ip(name, net):

@@ -258,6 +258,26 @@ def write_cluster_key(path):
     return path
 
 
+def http_json(host, port, method, path, body=None, token=None, timeout=10):
+    """One request on a fresh connection, body sent as JSON and a bearer
+    token if given: (status, headers, body parsed as JSON, else as text)."""
+    c = http.client.HTTPConnection(host, port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    try:
+        c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
+                  headers=headers)
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            return r.status, r.headers, json.loads(raw)
+        except ValueError:
+            return r.status, r.headers, raw.decode(errors="replace")
+    finally:
+        c.close()
+
+
 class Tracker:
     """A real p2p-tracker on loopback ports that stay the same across
     restarts (so peers reconnect to it). It gets an API token of its own
@@ -307,22 +327,9 @@ class Tracker:
 
     def request(self, method, path, body=None, token=None):
         """token: None sends self.token, "" sends none, else that one."""
-        c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=10)
-        token = self.token if token is None else token
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = "Bearer " + token
-        try:
-            c.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                      headers=headers)
-            r = c.getresponse()
-            raw = r.read()
-            try:
-                return r.status, json.loads(raw)
-            except ValueError:
-                return r.status, raw.decode(errors="replace")
-        finally:
-            c.close()
+        st, _, out = http_json("127.0.0.1", self.http, method, path, body,
+                               self.token if token is None else token)
+        return st, out
 
     def get(self, path):
         return self.request("GET", path)
