@@ -52,6 +52,8 @@ def one_run(a, tracker_bin, gen_bin):
         log_path = os.path.join(d, "tracker.log")
         cmd = [tracker_bin, "--listen", "127.0.0.1:%d" % port,
                "--http", "127.0.0.1:%d" % http, "--cluster-key", key] + list(a.tracker_arg or [])
+        if ws.supports(tracker_bin, "--api-token-file"):  # older builds (before/after runs)
+            cmd += ["--api-token-file", ws.write_token(os.path.join(d, "api.token"))]
         with open(log_path, "w") as log:
             trk = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                    preexec_fn=niced(a.nice))
