@@ -489,6 +489,12 @@ def values(name, r, check):
                                for n in mounts),
           f"{name}: the trackers read --api-token-file from that Secret")
     check("--insecure" not in args, f"{name}: the trackers do not run --insecure")
+    mm = [a.split("=", 1)[1] for a in args if a.startswith("--max-memory=")]
+    lim = trk["containers"][0].get("resources", {}).get("limits", {}).get("memory", "")
+    mib = {"Mi": 1, "Gi": 1024}
+    check(len(mm) == 1 and mm[0][-2:] in mib and lim[-2:] in mib and
+          int(mm[0][:-2]) * mib[mm[0][-2:]] < int(lim[:-2]) * mib[lim[-2:]],
+          f"{name}: the tracker's --max-memory ({mm}) is below its memory limit ({lim})")
     if name.endswith("generic"):
         creds = [s for n, s in r.named("Secret").items() if n.startswith("s3-credentials")]
         check(len(creds) == 1 and set(creds[0].get("data", {})) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
