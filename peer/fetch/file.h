@@ -235,9 +235,10 @@ void peer_files_kick(peer_files_t *t);
  * file with errmsg. */
 void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
                           int status, const char *errmsg);
-/* The origin began fetching chunk j (listeners' chunk_live). */
+/* Chunk j began arriving, from the origin or a neighbour (listeners'
+ * chunk_live). */
 void peer_file_chunk_live(peer_file_t *file, uint32_t j);
-/* More of chunk j is written, or its origin fetch ended (listeners'
+/* More of chunk j is written, or its fetch ended (listeners'
  * chunk_progress). */
 void peer_file_chunk_progress(peer_file_t *file, uint32_t j);
 

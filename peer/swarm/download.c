@@ -15,8 +15,9 @@
 
 struct peer_download_s {
   peer_downloads_t *dls;
-  peer_inbound_t *in; /* NULL once done() ran */
-  peer_file_t *file;  /* reference held */
+  peer_download_t *prev, *next; /* dls->head */
+  peer_inbound_t *in;           /* NULL once done() ran */
+  peer_file_t *file;            /* reference held */
   uint32_t j;
   int end_status;       /* what peer_download_end was given */
   void (*wake)(void *); /* NULL after peer_download_end */
@@ -26,6 +27,26 @@ struct peer_download_s {
   uint16_t port;
   uint64_t t0_ns; /* taken (metrics: chunk fetch time) */
 };
+
+/* More of the chunk is written: uploads serving it as it arrives may send
+ * more. */
+static void download_progress(void *arg, uint64_t written) {
+  peer_download_t *dl = arg;
+  (void)written;
+  peer_file_chunk_progress(dl->file, dl->j);
+}
+
+int peer_downloads_live(const peer_downloads_t *dls, const peer_file_t *file,
+                        uint32_t j, uint64_t *written) {
+  for (const peer_download_t *dl = dls->head; dl != NULL; dl = dl->next) {
+    if (dl->file == file && dl->j == j && dl->in != NULL &&
+        peer_inbound_status(dl->in) == 0) {
+      *written = peer_inbound_written(dl->in);
+      return 1;
+    }
+  }
+  return 0;
+}
 
 static void download_wake(void *arg) {
   peer_download_t *dl = arg;
@@ -55,6 +76,12 @@ static void download_report(peer_download_t *dl, int status,
   }
   assert(dls->alive > 0);
   dls->alive--;
+  if (dl->prev != NULL)
+    dl->prev->next = dl->next;
+  else
+    dls->head = dl->next;
+  if (dl->next != NULL)
+    dl->next->prev = dl->prev;
   free(dl);
   peer_file_chunk_done(file, j, PEER_SRC_PEER,
                        status == 0 || status == WS_EDIGEST ||
@@ -62,6 +89,8 @@ static void download_report(peer_download_t *dl, int status,
                            ? status
                            : WS_ECANCELED,
                        errmsg);
+  /* Uploads of the chunk as it arrived get the rest now, or fail. */
+  peer_file_chunk_progress(file, j);
   peer_file_unref(file);
   dls->reported(dls->arg);
 }
@@ -101,6 +130,7 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
       .room = WIRE_READ_BUF_BYTES,
       .arg = dl,
       .wake = download_wake,
+      .progress = download_progress,
       .done = download_done,
   };
   if (peer_inbound_new(dls->ctx, file, j, &ops, &dl->in) != 0) {
@@ -110,6 +140,11 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
   peer_file_ref(file);
   file->rx_busy[j] = 1;
   dls->alive++;
+  dl->next = dls->head;
+  if (dls->head != NULL)
+    dls->head->prev = dl;
+  dls->head = dl;
+  peer_file_chunk_live(file, j); /* HAVE "p": served on as it arrives */
   return dl;
 }
 

@@ -19,6 +19,13 @@
  * when the pool has no spare, the neighbour pauses its reads and the
  * download's wake callback resumes them once a buffer is reserved.
  *
+ * Served on as it arrives: while a download's bytes come in, the chunk is
+ * "arriving" here like a chunk being fetched from S3 (peer_downloads_live):
+ * its start tells the neighbours (HAVE "p") and each written piece may go
+ * on at once to neighbours that asked for it (upload_chunk.c), so a chunk
+ * crosses every hop of the swarm a piece behind the previous hop instead
+ * of a whole chunk behind.
+ *
  * Owns: the inbound while it runs. Holds a file reference and keeps the
  * chunk INFLIGHT (rx_busy) until it reports. Borrows the neighbour weakly
  * through its wake callback, dropped at peer_download_end.
@@ -41,7 +48,8 @@ typedef struct peer_download_s peer_download_t;
  * what their outcome means upstream (set by the swarm at creation). */
 typedef struct peer_downloads_s {
   peer_ctx_t *ctx;
-  unsigned alive; /* downloads not yet reported (for shutdown) */
+  unsigned alive;               /* downloads not yet reported (for shutdown) */
+  struct peer_download_s *head; /* those not yet reported */
   void *arg;
   /* The sender of a chunk that failed its hash: ban it. */
   void (*ban)(void *arg, const char *node_id, const char *host, uint16_t port,
@@ -59,6 +67,11 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
                                    uint32_t j, const char *node_id,
                                    const char *host, uint16_t port,
                                    void (*wake)(void *), void *wake_arg);
+/* 1 when chunk j of file is arriving from a neighbour now with no error so
+ * far, *written its bytes in the partial file (in order from the chunk's
+ * start, not yet verified); else 0. */
+int peer_downloads_live(const peer_downloads_t *dls, const peer_file_t *file,
+                        uint32_t j, uint64_t *written);
 /* Reserves the buffer the payload's first piece goes into: 0, or
  * PEER_INBOUND_PAUSE (the sender pauses reading until wake). */
 int peer_download_reserve(peer_download_t *dl);

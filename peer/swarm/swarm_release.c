@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "swarm/download.h"
 #include "swarm/swarm_release.h"
 #include "ws_log.h"
 
@@ -460,6 +461,12 @@ void swarm_rel_leases_renew(peer_swarm_rel_t *rel) {
 
 /* ---- what we can upload -------------------------------------------------- */
 
+int swarm_rel_arriving(const peer_swarm_rel_t *rel, const peer_file_t *file,
+                       uint32_t j, uint64_t *written) {
+  return peer_origin_live(rel->t->origin, file, j, written) ||
+         peer_downloads_live(rel->t->nbrs->downloads, file, j, written);
+}
+
 int swarm_rel_chunk_live(peer_swarm_rel_t *rel, uint32_t g, peer_file_t **file,
                          uint32_t *jout, int *fd, uint64_t *off,
                          uint32_t *len) {
@@ -471,7 +478,7 @@ int swarm_rel_chunk_live(peer_swarm_rel_t *rel, uint32_t g, peer_file_t **file,
   peer_file_t *f = rel->files[k];
   if (f == NULL || f->state != PEER_FILE_FETCHING || f->pf == NULL ||
       f->mf.chunks == NULL || f->chunk_state[j] != PEER_CHUNK_INFLIGHT ||
-      !peer_origin_live(rel->t->origin, f, j, &written))
+      !swarm_rel_arriving(rel, f, j, &written))
     return WS_ENOTFOUND;
   if (fd == NULL)
     return 0; /* asked only whether */

@@ -7,15 +7,16 @@
  * The upload rate limit delays the next read. (wire_conn has no sendfile
  * path; the pieces are read into user memory from the page cache.)
  *
- * A chunk we are fetching from S3 is served as it arrives ("live", to a
- * neighbour whose BITFIELD said "live", after our HAVE with "p"): the
- * upload reads only bytes already written to the partial, sends each as a
- * CHUNK piece (body key "o", its offset in the chunk) and waits for more
- * (peer_upload_live_progress). Between pieces the connection carries other
- * frames (a payload holds back every frame behind it until it ends). The
- * last byte goes out only once our own hash check passed, so a complete
- * chunk from us always verifies; if the fetch fails, the upload ends with a
- * REJECT not held for it. The requester checks the chunk's hash either way.
+ * A chunk we are receiving, from S3 or from a neighbour, is served as it
+ * arrives ("live", to a neighbour whose BITFIELD said "live", after our
+ * HAVE with "p"): the upload reads only bytes already written to the
+ * partial, sends each as a CHUNK piece (body key "o", its offset in the
+ * chunk) and waits for more (peer_upload_live_progress). Between pieces
+ * the connection carries other frames (a payload holds back every frame
+ * behind it until it ends). The last byte goes out only once our own hash
+ * check passed, so a complete chunk from us always verifies; if the fetch
+ * fails, the upload ends with a REJECT not held for it. The requester
+ * checks the chunk's hash either way.
  *
  * A neighbour that closes detaches (up->n = NULL); the upload then only
  * drains its reads and closes its fd.
@@ -289,7 +290,7 @@ static int up_live_limit(peer_upload_t *up, uint32_t *limit) {
     *limit = up->len;
     return 0;
   }
-  if (!peer_origin_live(up->u->origin, up->file, up->j, &written))
+  if (rel == NULL || !swarm_rel_arriving(rel, up->file, up->j, &written))
     return WS_ENOTFOUND;
   /* Never the last byte before our own hash check passed. */
   *limit = written < up->len ? (uint32_t)written : up->len - 1;

@@ -280,3 +280,82 @@ def test_chunk_failing_its_hash_ends_the_pieces_with_reject(rgw, s3env, tmp_path
             c.close()
         p.stop()
         proxy.close()
+
+
+def test_chunk_from_a_neighbour_is_served_on_while_it_arrives(s3env, tmp_path):
+    """Every hop forwards pieces, not only the first: a chunk arriving from
+    a neighbour is "arriving" like one from S3. p2pd (no tracker, release
+    asked for by digest) fetches two chunks from a Python source that sends
+    each in four pieces 0.4 s apart; a second Python neighbour, which said
+    "live", hears HAVE "p" for each as its download begins, asks for it, and
+    gets pieces of it before the source has sent the chunk's last piece.
+    Before this only a fetch from S3 was served as it arrived: the second
+    neighbour heard of each chunk only once p2pd held it whole."""
+    from test_swarm import seed_manifest
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    data = os.urandom(2 * MiB)
+    (rel / "weights.bin").write_bytes(data)
+    mpath, d = seed_manifest(str(rel), tmp_path, MiB)
+    dig = bytes.fromhex(d[len("sha256-"):])
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    lport = ws.free_port()
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="hop",
+                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    src = nxt = None
+    try:
+        src = wsproto.Conn("127.0.0.1", lport, wsproto.read_key(key), node_id="source")
+        assert src.handshake()
+        src.send(wsproto.T["BITFIELD"], {"d": dig, "tot": 2, "bits": bytes([0xC0])})
+        prefetch = []
+        th = threading.Thread(target=lambda: prefetch.append(p.ctl("prefetch", d)))
+        th.start()
+        nxt = wsproto.Conn("127.0.0.1", lport, wsproto.read_key(key), node_id="next")
+        assert nxt.handshake()
+        nxt.send(wsproto.T["BITFIELD"], {"d": dig, "tot": 2, "bits": bytes(1), "live": True})
+        live_said = {}   # chunk -> time of HAVE "p"
+        got = {}         # chunk -> bytes received by the second neighbour
+        first_piece = {}  # chunk -> time its first piece reached it
+        refused = []
+
+        def read_next():
+            for t, b, pl, now in frames(nxt, lambda: len(got) == 2 and all(
+                    len(v) == MiB for v in got.values()), time.time() + 60):
+                if t == wsproto.T["HAVE"] and b.get("p"):
+                    live_said[b["c"]] = now
+                    nxt.send(wsproto.T["REQUEST"], {"d": dig, "c": b["c"], "id": 50 + b["c"]})
+                elif t == wsproto.T["CHUNK"]:
+                    buf = got.setdefault(b["c"], bytearray())
+                    assert b.get("o", 0) == len(buf), (b, len(buf))
+                    buf += pl
+                    first_piece.setdefault(b["c"], now)
+                elif t == wsproto.T["REJECT"]:
+                    refused.append(b)
+        tn = threading.Thread(target=read_next)
+        tn.start()
+        last_sent = {}  # chunk -> when the source sent its last piece
+        for t, b, pl, now in frames(src, lambda: len(last_sent) == 2, time.time() + 60):
+            if t == wsproto.T["MANIFEST_REQ"]:
+                src.send(wsproto.T["MANIFEST"], {"d": dig}, payload=mpath.read_bytes())
+            elif t == wsproto.T["REQUEST"] and b["c"] not in last_sent:
+                g, q = b["c"], MiB // 4
+                for k in range(4):
+                    if k > 0:
+                        time.sleep(0.4)
+                    src.send(wsproto.T["CHUNK"], {"d": dig, "c": g, "id": b["id"], "o": k * q},
+                             payload=data[g * MiB + k * q:g * MiB + (k + 1) * q])
+                last_sent[g] = time.time()
+        th.join(60)
+        tn.join(60)
+        assert prefetch and prefetch[0].returncode == 0, (prefetch, p.tail())
+        assert not refused, (refused, p.tail())
+        assert sorted(live_said) == [0, 1], (live_said, p.tail())
+        for g in range(2):
+            assert bytes(got[g]) == data[g * MiB:(g + 1) * MiB], g
+            assert first_piece[g] < last_sent[g] - 0.3, (g, first_piece, last_sent)
+        assert p.metric("weightswarm_p2pd_peer_chunks_served_live_total") == 2
+    finally:
+        for c in (src, nxt):
+            if c is not None:
+                c.close()
+        p.stop()
