@@ -111,8 +111,8 @@ static const struct {
      "Chunks uploaded to peers completely.", "counter",
      offsetof(peer_counters_t, chunks_served)},
     {"weightswarm_p2pd_peer_chunks_served_live_total",
-     "Of those, uploads that began while the chunk was still arriving from "
-     "S3 (sent as it arrived).",
+     "Of those, uploads that began while the chunk was still arriving, from "
+     "S3 or a neighbour (sent as it arrived).",
      "counter", offsetof(peer_counters_t, served_live)},
     {"weightswarm_p2pd_peer_chunks_discarded_total",
      "Chunk payloads dropped (not asked for, canceled, lost an endgame "

@@ -187,10 +187,30 @@ def cpu_ticks():
 
 
 def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, step=1.0,
-             rx=None):
+             rx=None, gauges=None, origin_left=None):
+    """Each host's time to ready. gauges: a dict that gets, once a second,
+    each host's uploads and neighbours at that moment (lists of samples);
+    origin_left(): bytes the S3 host has yet to send of the release (its
+    first <= 0 is kept as gauges["origin_done_s"])."""
     done = {}
     next_sample = 0.0
+    next_gauge = 1.0
     while len(done) < len(peers):
+        if gauges is not None and time.time() - t0 >= next_gauge:
+            next_gauge += 1.0
+            for p in peers:
+                up = nb = None
+                st, text = p.api("GET", "/metrics")
+                for line in (text.splitlines() if st == 200 and isinstance(text, str) else []):
+                    if line.startswith("weightswarm_p2pd_peer_uploads "):
+                        up = float(line.split()[1])
+                    elif line.startswith("weightswarm_p2pd_peer_neighbors "):
+                        nb = float(line.split()[1])
+                if up is not None and nb is not None:
+                    gauges.setdefault("uploads", []).append(up)
+                    gauges.setdefault("neighbors", []).append(nb)
+        if origin_left is not None and "origin_done_s" not in gauges and origin_left() <= 0:
+            gauges["origin_done_s"] = round(time.time() - t0, 2)
         if timeline is not None and time.time() - t0 >= next_sample:
             row = [round(time.time() - t0, 2)]
             if origin_mib is not None:
@@ -254,10 +274,13 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 assert st == 200, r
         timeline = [] if a.timeline else None
         ticks0 = cpu_ticks()
+        gauges = {}
         times = wait_all(peers, pub["digest"], t0, timeline=timeline,
                          origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
                          step=a.timeline,
-                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)])
+                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)],
+                         gauges=gauges,
+                         origin_left=lambda: F - (net.tx_bytes("s3") - s3_before))
         if timeline:
             print(f"{mode} timeline (s, MiB the S3 host sent, MiB done per host, "
                   "MiB received on each host's link):")
@@ -271,11 +294,15 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                    "steal": round((ticks1[1] - ticks0[1]) / span, 3)}
         # Counters that explain a slow run: requests a neighbour refused,
         # duplicate chunks thrown away, connections closed on a bad receive;
-        # and how many uploads began while the chunk still came from S3.
+        # how many uploads began while the chunk was still arriving; and
+        # the deadlines' work: chunks given up on a slow neighbour,
+        # neighbours closed as slow, idle (evicted) or not reading.
         events = {k: int(sum(p.metric("weightswarm_p2pd_" + k) for p in peers)) for k in
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
                    "peer_receive_errors_total", "chunks_failed_total",
-                   "peer_chunks_served_total", "peer_chunks_served_live_total")}
+                   "peer_chunks_served_total", "peer_chunks_served_live_total",
+                   "peer_deadlines_missed_total", "peers_dropped_slow_total",
+                   "peers_evicted_total", "peer_upload_stalls_total")}
         # TCP's own trouble on the shaped links: segments sent again and
         # retransmission timeouts (a connection silent for >= 200 ms).
         events.update({k: v - tcp_before[k] for k, v in net.tcp_counters().items()})
@@ -303,7 +330,18 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
             "cpu_s": round(cpu, 1), "peak_rss_mib": round(rss / 1024, 1), "events": events,
             "machine_cpu": machine,
+            # When the S3 host had sent the release's bytes (it sends each
+            # chunk about once, plus HTTP and TCP overhead): how far the
+            # hosts finish behind it. Uploads and neighbours per host,
+            # sampled once a second over the run: mean and largest.
+            "origin_done_s": gauges.get("origin_done_s"),
+            "uploads_at_once": gauge_summary(gauges.get("uploads")),
+            "neighbors": gauge_summary(gauges.get("neighbors")),
             "verified": verified}
+
+
+def gauge_summary(v):
+    return {"mean": round(sum(v) / len(v), 2), "max": max(v)} if v else None
 
 
 def run(a):

@@ -1,4 +1,5 @@
-"""A chunk served while it is still arriving from S3 ("live"): p2pd says
+"""A chunk served while it is still arriving ("live"), from S3 or from a
+neighbour (the last test): p2pd says
 HAVE with "p" as its origin fetch begins, to neighbours whose BITFIELD said
 "live", and sends the chunk to one that asks as CHUNK pieces (body key
 "o"), each made of bytes already written, the last byte only after its own
