@@ -66,9 +66,11 @@ typedef struct {
   double busy_until;                 /* a REJECT busy: not asked till then */
   uint32_t sq[PEER_SERVE_QUEUE_MAX]; /* server's queue of requests */
   uint32_t sq_len;
-  uint32_t nups;  /* uploads on it now */
-  uint32_t nheld; /* of them, of held chunks (not live) */
-  bool up;        /* connected */
+  uint32_t nups;   /* uploads on it now */
+  uint32_t nheld;  /* of them, of held chunks (not live) */
+  double active_s; /* a request or a chunk byte, either way */
+  bool up;         /* connected */
+  bool closed;     /* replaced by a newcomer (sim_node_dial) */
 } sim_conn_t;
 
 typedef struct {
@@ -168,7 +170,7 @@ typedef struct sim_s {
   uint32_t done_nodes;
   uint32_t verified_nodes; /* every chunk's bit set, counted at the end */
   uint64_t s3_bytes, peer_bytes, dup_bytes;
-  uint64_t rejects, origin_gets, recomputes;
+  uint64_t rejects, origin_gets, recomputes, replaced;
   uint32_t *fetches_of; /* S3 GETs per chunk */
   uint8_t *scratch;     /* bitfield for announces */
 } sim_t;

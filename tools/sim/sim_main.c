@@ -314,8 +314,8 @@ static void report(sim_t *s, double wall_s) {
       (unsigned long long)st.leases_granted,                                   \
       (unsigned long long)st.leases_expired,                                   \
       (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,     \
-      (unsigned long long)s->rejects, (unsigned long long)s->events,           \
-      (unsigned long long)s->recomputes, wall_s
+      (unsigned long long)s->rejects, (unsigned long long)s->replaced,         \
+      (unsigned long long)s->events, (unsigned long long)s->recomputes, wall_s
   if (c->json)
     printf(
         "{\"nodes\": %u, \"bytes\": %.0f, \"chunks\": %u, \"chunk_bytes\": "
@@ -329,6 +329,7 @@ static void report(sim_t *s, double wall_s) {
         "\"s3_gets\": %llu, \"s3_gets_per_chunk_max\": %u, "
         "\"leases_granted\": %llu, \"leases_expired\": %llu, "
         "\"peer_bytes\": %llu, \"dup_bytes\": %llu, \"rejects\": %llu, "
+        "\"neighbours_replaced\": %llu, "
         "\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
         REPORT_ARGS);
   else
@@ -340,7 +341,8 @@ static void report(sim_t *s, double wall_s) {
            "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s\n"
            "S3 %llu bytes (%.4f x F) in %llu GETs, at most %u per chunk; "
            "leases granted %llu, expired %llu\n"
-           "peer bytes %llu, duplicates %llu, busy rejects %llu\n"
+           "peer bytes %llu, duplicates %llu, busy rejects %llu, idle "
+           "neighbours replaced %llu\n"
            "%llu events, %llu rate recomputes, %.2f s wall\n",
            REPORT_ARGS);
 #undef REPORT_ARGS

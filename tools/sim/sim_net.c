@@ -93,7 +93,7 @@ typedef struct {
 } heap_ent_t;
 
 typedef struct {
-  uint32_t nlinks;
+  uint32_t nlinks, npseudo;
   double *rem;
   uint32_t *cnt, *ver, *off, *list;
   uint32_t (*of)[3]; /* per flow: its links (pseudo link or SIM_NONE) */
@@ -166,6 +166,7 @@ static uint32_t fill_links(sim_t *s, fill_t *w) {
   }
   uint32_t nl = base + npseudo;
   w->nlinks = nl;
+  w->npseudo = npseudo;
   w->rem = xrealloc(w->rem, nl * sizeof(double));
   w->cnt = xrealloc(w->cnt, nl * sizeof(uint32_t));
   w->ver = xrealloc(w->ver, nl * sizeof(uint32_t));
@@ -346,6 +347,10 @@ void sim_rates(sim_t *s) {
     f->t_ref = s->now;
   }
   fill_rates(s, &F);
+  /* A caught-up live flow was capped at its S3 flow's previous rate; once
+   * more with the rate that flow has now. */
+  if (F.npseudo > 0)
+    fill_rates(s, &F);
   double horizon = s->cfg.quantum_s > 0 ? s->now + s->cfg.quantum_s : INFINITY;
   s->nfev = s->fev_pos = 0;
   s->fev_gen++;

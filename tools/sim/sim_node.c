@@ -49,14 +49,73 @@ static uint32_t conn_new(sim_t *s, uint32_t client, uint32_t server) {
   return id;
 }
 
+/* Whether the connection of c (both directions) is idle: nothing asked
+ * or sent either way for PEER_NBR_IDLE_MS. */
+static bool conn_idle(const sim_t *s, const sim_conn_t *c) {
+  const sim_conn_t *r = &s->conns[c->rev];
+  double last = c->active_s > r->active_s ? c->active_s : r->active_s;
+  return c->up && c->nreqs == 0 && r->nreqs == 0 && c->nups == 0 &&
+         r->nups == 0 && c->sq_len == 0 && r->sq_len == 0 &&
+         s->now - last >= PEER_NBR_IDLE_MS / 1000.0;
+}
+
+static void conn_drop_dir(sim_t *s, uint32_t cid) {
+  sim_conn_t *c = &s->conns[cid];
+  sim_node_t *n = &s->nodes[c->client];
+  for (uint32_t w = 0; w < s->words; w++) {
+    uint64_t bits = c->view[w];
+    while (bits) {
+      n->avail[w * 64u + (uint32_t)__builtin_ctzll(bits)]--;
+      bits &= bits - 1u;
+    }
+  }
+  free(c->view);
+  c->view = NULL;
+  c->up = false;
+  c->closed = true;
+  for (uint32_t k = 0; k < n->nconn; k++)
+    if (n->conns[k] == cid) {
+      n->conns[k] = n->conns[--n->nconn];
+      break;
+    }
+}
+
+/* A node whose neighbour slots are taken makes room for a new connection
+ * by closing the neighbour idle longest, if one is idle (swarm.c: slots,
+ * PEER_NBR_IDLE_MS). */
+static bool make_room(sim_t *s, uint32_t node) {
+  sim_node_t *n = &s->nodes[node];
+  uint32_t best = SIM_NONE;
+  double oldest = 0;
+  for (uint32_t k = 0; k < n->nconn; k++) {
+    const sim_conn_t *c = &s->conns[n->conns[k]];
+    const sim_conn_t *r = &s->conns[c->rev];
+    double last = c->active_s > r->active_s ? c->active_s : r->active_s;
+    if (conn_idle(s, c) && (best == SIM_NONE || last < oldest)) {
+      best = n->conns[k];
+      oldest = last;
+    }
+  }
+  if (best == SIM_NONE)
+    return false;
+  uint32_t rev = s->conns[best].rev;
+  conn_drop_dir(s, best);
+  conn_drop_dir(s, rev);
+  s->replaced++;
+  return true;
+}
+
 void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
   sim_node_t *a = &s->nodes[from], *b = &s->nodes[to];
-  if (from == to || a->nconn >= PEER_MAX_NEIGHBORS_DEFAULT ||
-      b->nconn >= SIM_CONN_MAX)
+  if (from == to || a->nconn >= PEER_MAX_NEIGHBORS_DEFAULT)
     return;
   for (uint32_t k = 0; k < a->nconn; k++)
     if (s->conns[a->conns[k]].server == to)
       return;
+  /* The acceptor: an idle neighbour's slot, else a spare one. */
+  if (b->nconn >= PEER_MAX_NEIGHBORS_DEFAULT && !make_room(s, to) &&
+      b->nconn >= SIM_CONN_MAX)
+    return;
   uint32_t c1 = conn_new(s, from, to);
   uint32_t c2 = conn_new(s, to, from);
   s->conns[c1].rev = c2;
@@ -98,7 +157,10 @@ static void view_learn(sim_t *s, sim_conn_t *c, uint32_t g, bool live) {
 static void conn_bitfield(sim_t *s, uint32_t cid) {
   sim_conn_t *c = &s->conns[cid];
   const sim_node_t *srv = &s->nodes[c->server];
+  if (c->closed)
+    return;
   c->up = true;
+  c->active_s = s->now;
   for (uint32_t w = 0; w < s->words; w++) {
     uint64_t bits = srv->have[w];
     while (bits) {
@@ -113,6 +175,8 @@ static void conn_bitfield(sim_t *s, uint32_t cid) {
 
 void sim_on_conn_up(sim_t *s, uint32_t c1) {
   uint32_t c2 = s->conns[c1].rev;
+  if (s->conns[c1].closed)
+    return;
   conn_bitfield(s, c1);
   conn_bitfield(s, c2);
   sim_node_fill_conn(s, c1);
@@ -223,6 +287,7 @@ void sim_node_fill_conn(sim_t *s, uint32_t cid) {
     if (g == SIM_NONE)
       return;
     c->reqs[c->nreqs++] = g;
+    c->active_s = s->now;
     n->nreq[g]++;
     if (n->state[g] == SIM_MISSING) {
       n->state[g] = SIM_INFLIGHT;
@@ -305,6 +370,7 @@ static void upload_start(sim_t *s, uint32_t cid, uint32_t g) {
   sim_flow_start(s, c->server, c->client, SIM_FLOW_PEER, g, cid,
                  held ? SIM_NONE : 0);
   c = &s->conns[cid];
+  c->active_s = s->now;
   c->nups++;
   c->nheld += held;
   s->nodes[c->server].uploads++;
@@ -377,6 +443,7 @@ void sim_on_upload_end(sim_t *s, uint32_t flow) {
 void sim_on_chunk(sim_t *s, uint32_t cid, uint32_t g) {
   sim_conn_t *c = &s->conns[cid];
   sim_node_t *n = &s->nodes[c->client];
+  c->active_s = s->now;
   n->rx_busy[g] = 0;
   n->last_rx_s = s->now;
   req_drop(s, c, g);
