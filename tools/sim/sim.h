@@ -191,6 +191,8 @@ void sim_rates(sim_t *s);
 /* Runs the flow events now due (EV_FLOW of generation gen). */
 void sim_flow_events(sim_t *s, uint32_t gen);
 void sim_rates_dirty(sim_t *s);
+/* Frees the flows and the allocation's buffers. */
+void sim_net_free(sim_t *s);
 
 /* sim_node.c */
 void sim_node_fill(sim_t *s, uint32_t node);

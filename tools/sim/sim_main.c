@@ -65,7 +65,7 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
     char *end;
     errno = 0;
     double v = strtod(argv[++i], &end);
-    if (errno != 0 || *end != '\0' || !(v >= 0) || v > 1e15)
+    if (errno != 0 || *end != '\0' || !(v >= 0) || v > 4e9)
       goto bad;
 #define OPT(name, var)                                                         \
   if (strcmp(a, name) == 0) {                                                  \
@@ -113,9 +113,10 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
   c->start_spread_s = spread_ms / 1e3;
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
       c->down_Bps <= 0 || c->origin_Bps <= 0 || goodput <= 0 || goodput > 1 ||
-      c->chunk_bytes < 1024 || c->shards + c->small_files == 0) {
+      c->chunk_bytes < 1024 || c->chunk_bytes > WS_CHUNK_SIZE_MAX ||
+      c->shards + c->small_files == 0) {
     fprintf(stderr,
-            "ws-sim: need nodes in 1..%u, rates > 0, chunk >= 1 KiB "
+            "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB "
             "and at least one file\n",
             TRK_MAX_PEERS);
     return -1;
@@ -349,11 +350,35 @@ static void report(sim_t *s, double wall_s) {
   free(t);
 }
 
+static void sim_free(sim_t *s) {
+  for (uint32_t i = 0; s->nodes != NULL && i < s->n; i++) {
+    sim_node_t *n = &s->nodes[i];
+    free(n->have);
+    free(n->state);
+    free(n->nreq);
+    free(n->rx_busy);
+    free(n->avail);
+    free(n->origin_flow);
+  }
+  for (uint32_t i = 0; i < s->nconns; i++)
+    free(s->conns[i].view);
+  free(s->conns);
+  free(s->nodes);
+  free(s->fetches_of);
+  free(s->chunk_len);
+  free(s->chunk_tier);
+  free(s->ev);
+  sim_net_free(s);
+  trk_tracker_free(s->trk);
+}
+
 int main(int argc, char **argv) {
   static sim_t sim;
   sim_t *s = &sim;
-  if (parse(argc, argv, &s->cfg) != 0 || layout(s) != 0)
+  if (parse(argc, argv, &s->cfg) != 0 || layout(s) != 0) {
+    sim_free(s);
     return 2;
+  }
   s->n = s->cfg.nodes;
   s->rng = s->cfg.seed * 0x9E3779B97F4A7C15ull | 1u;
   for (uint32_t i = 0; i < sizeof(s->digest.b); i++)
@@ -361,6 +386,7 @@ int main(int argc, char **argv) {
   nodes_init(s);
   if (sim_trk_init(s) != 0) {
     fprintf(stderr, "ws-sim: the tracker refused the nodes\n");
+    sim_free(s);
     return 1;
   }
   sim_ev_push(s, 0, EV_TRK_TICK, 0, 0, 0);
@@ -378,5 +404,7 @@ int main(int argc, char **argv) {
   verify(s);
   report(s, (double)(t1.tv_sec - t0.tv_sec) +
                 (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-  return s->done_nodes == s->n ? 0 : 1;
+  int rc = s->done_nodes == s->n ? 0 : 1;
+  sim_free(s);
+  return rc;
 }

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim.h"
 
@@ -332,6 +333,20 @@ void sim_flow_events(sim_t *s, uint32_t gen) {
     sim_ev_push(s, s->fev[s->fev_pos].t, EV_FLOW, gen, 0, 0);
 }
 
+void sim_net_free(sim_t *s) {
+  free(s->flows);
+  free(s->flow_free);
+  free(s->fev);
+  free(F.rem);
+  free(F.cnt);
+  free(F.ver);
+  free(F.off);
+  free(F.list);
+  free(F.of);
+  free(F.heap);
+  memset(&F, 0, sizeof(F));
+}
+
 void sim_rates(sim_t *s) {
   s->rates_scheduled = false;
   s->rates_dirty = false;
@@ -363,7 +378,8 @@ void sim_rates(sim_t *s) {
     f->version++;
     flow_events(s, i, horizon);
   }
-  qsort(s->fev, s->nfev, sizeof(*s->fev), fev_cmp);
+  if (s->nfev > 1)
+    qsort(s->fev, s->nfev, sizeof(*s->fev), fev_cmp);
   if (s->nfev > 0)
     sim_ev_push(s, s->fev[0].t, EV_FLOW, s->fev_gen, 0, 0);
   if (s->cfg.quantum_s > 0 && s->active_flows > 0) {

@@ -28,6 +28,7 @@ def sim(*args):
     r = subprocess.run([SIM, "--json", *args], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr + r.stdout
+    assert "runtime error" not in r.stderr, r.stderr  # UBSan (build-asan)
     return json.loads(r.stdout)
 
 
