@@ -42,6 +42,18 @@ static void usage(FILE *out) {
       "  --json             one JSON object instead of text\n");
 }
 
+/* The options without a value: 1 if a is one (--help exits). */
+static int flag(const char *a, sim_cfg_t *c) {
+  if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    usage(stdout);
+    exit(0);
+  }
+  if (strcmp(a, "--json") != 0)
+    return 0;
+  c->json = true;
+  return 1;
+}
+
 static int parse(int argc, char **argv, sim_cfg_t *c) {
   double rate = 100, up = -1, down = -1, origin = -1, size_mib = 128;
   double shard_mib = -1, chunk_mib = 16, rtt_us = 100, ttfb_ms = 10;
@@ -54,12 +66,8 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                    .seed = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--json") == 0) {
-      c->json = true;
+    if (flag(a, c))
       continue;
-    }
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-      usage(stdout), exit(0);
     if (i + 1 >= argc)
       goto bad;
     char *end;
