@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "swarm/origin_share.h"
+#include "swarm/pick_rank.h"
 #include "swarm/picker.h"
 #include "ws_log.h"
 
@@ -60,26 +61,29 @@ typedef struct {
   peer_swarm_rel_t *rel;
   peer_file_t *file;
   uint32_t g, j;
-  int dup;
-  int live; /* still arriving there from origin */
-  int tier;
-  uint32_t avail;
+  peer_pick_rank_t rank;
 } pick_t;
 
 /* How chunk j of f may be asked of n: 0 fresh (MISSING), 1 an endgame
- * duplicate, -1 not at all. *endgame caches whether rel is in its endgame
- * (-1: not computed yet). */
+ * duplicate, -1 not at all (pick_rank.h decides). *endgame caches whether
+ * rel is in its endgame (-1: not computed yet). */
 static int picker_kind(const peer_neighbor_t *n, const peer_swarm_rel_t *rel,
                        const peer_file_t *f, uint32_t j, const pick_t *best,
                        int *endgame) {
-  if (f->chunk_state[j] == PEER_CHUNK_MISSING)
-    return 0;
-  if (f->chunk_state[j] != PEER_CHUNK_INFLIGHT || f->nreq[j] == 0 ||
-      f->nreq[j] >= PEER_ENDGAME_DUP_MAX || f->rx_busy[j] ||
-      peer_request_pending(n, f, j))
-    return -1;
-  if (best->rel != NULL && !best->dup)
-    return -1; /* a fresh chunk always beats a duplicate */
+  peer_pick_chunk_t c = {
+      .missing = f->chunk_state[j] == PEER_CHUNK_MISSING,
+      .inflight = f->chunk_state[j] == PEER_CHUNK_INFLIGHT,
+      .nreq = f->nreq[j],
+      .rx_busy = f->rx_busy[j] != 0,
+  };
+  /* Asked only when it could matter: it walks n's requests. */
+  if (!c.missing && c.inflight && c.nreq > 0 && c.nreq < PEER_ENDGAME_DUP_MAX &&
+      !c.rx_busy)
+    c.pending_here = peer_request_pending(n, f, j);
+  peer_pick_kind_t k =
+      peer_pick_kind(&c, best->rel != NULL && best->rank.dup == 0);
+  if (k != PEER_PICK_ENDGAME)
+    return (int)k;
   if (*endgame < 0)
     *endgame = picker_missing(rel) == 0;
   return *endgame ? 1 : -1;
@@ -89,29 +93,18 @@ static int picker_kind(const peer_neighbor_t *n, const peer_swarm_rel_t *rel,
 static void picker_consider(peer_picker_t *p, const peer_neighbor_rel_t *r,
                             peer_swarm_rel_t *rel, peer_file_t *f, uint32_t g,
                             uint32_t j, int dup, pick_t *best) {
-  int tier = picker_tier(f, j);
-  int live = r->nlive > 0 && peer_neighbor_rel_live(r, g);
-  if (best->rel != NULL) {
-    if (dup > best->dup || (dup == best->dup && live > best->live))
-      return;
-    int same = dup == best->dup && live == best->live;
-    if (same && tier > best->tier)
-      return;
-    if (same && tier == best->tier && best->avail <= 1)
-      return; /* nothing is rarer than only this neighbour */
-  }
-  uint32_t avail = picker_avail(p, rel, g);
-  if (best->rel != NULL && dup == best->dup && live == best->live &&
-      tier == best->tier && avail >= best->avail)
+  peer_pick_rank_t rank = {
+      .dup = dup,
+      .live = r->nlive > 0 && peer_neighbor_rel_live(r, g),
+      .tier = picker_tier(f, j),
+  };
+  const peer_pick_rank_t *cur = best->rel != NULL ? &best->rank : NULL;
+  if (!peer_pick_may_beat(&rank, cur))
     return;
-  *best = (pick_t){.rel = rel,
-                   .file = f,
-                   .g = g,
-                   .j = j,
-                   .dup = dup,
-                   .live = live,
-                   .tier = tier,
-                   .avail = avail};
+  rank.avail = picker_avail(p, rel, g);
+  if (!peer_pick_beats(&rank, cur))
+    return;
+  *best = (pick_t){.rel = rel, .file = f, .g = g, .j = j, .rank = rank};
 }
 
 /* Scans rel for n's best candidate, improving *best. */
@@ -173,7 +166,7 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
     }
     if (best.rel == NULL ||
         peer_request_send(n, best.rel, best.rel->digest.b, best.file, best.g,
-                          best.j, best.dup != 0) != 0)
+                          best.j, best.rank.dup != 0) != 0)
       return;
   }
 }

@@ -1,0 +1,418 @@
+/* sim_main.c - ws-sim: options, the release's layout, the event loop and
+ * the report (sim.h; docs/scale.md).
+ *
+ * The release is laid out as tools/bench makes it: --shards files of
+ * --shard-bytes (or, with --size-mib S, four of (S - 1) / 4 MiB, as
+ * benchlib.make_model) plus --small-files single-chunk files; each file
+ * is cut into --chunk-mib chunks of its own. T_min is the bench's bound
+ * max(F/U, F/B, N F / (U + N B)).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fetch/file.h"
+#include "sim.h"
+
+#define MiB (1024.0 * 1024.0)
+
+static void usage(FILE *out) {
+  fprintf(
+      out,
+      "usage: ws-sim [options]\n"
+      "  --nodes N          nodes fetching the release (default 8)\n"
+      "  --rate-mbit B      each node's uplink and downlink (100)\n"
+      "  --up-mbit B        uplink only; --down-mbit B downlink only\n"
+      "  --origin-mbit U    the origin's (S3's) uplink (= rate)\n"
+      "  --size-mib S       release as tools/bench makes it: 4 shards of\n"
+      "                     (S-1)/4 MiB and 3 small files (128)\n"
+      "  --shards K --shard-mib M   K shards of M MiB instead\n"
+      "  --small-files K    single-chunk files (3), --small-bytes B (9533)\n"
+      "  --chunk-mib M      chunk size (16, p2pctl publish's default)\n"
+      "  --rtt-us R         round trip between any two parties (100)\n"
+      "  --ttfb-ms T        an S3 GET's time to first byte (10)\n"
+      "  --quantum-us Q     recompute rates at most every Q us (0: at\n"
+      "                     every flow start and end)\n"
+      "  --spread-ms S      nodes start uniformly within S ms (0)\n"
+      "  --max-time-s T     give up after T simulated seconds (3600)\n"
+      "  --seed X           random seed (1)\n"
+      "  --json             one JSON object instead of text\n");
+}
+
+/* The options without a value: 1 if a is one (--help exits). */
+static int flag(const char *a, sim_cfg_t *c) {
+  if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    usage(stdout);
+    exit(0);
+  }
+  if (strcmp(a, "--json") != 0)
+    return 0;
+  c->json = true;
+  return 1;
+}
+
+static int parse(int argc, char **argv, sim_cfg_t *c) {
+  double rate = 100, up = -1, down = -1, origin = -1, size_mib = 128;
+  double shard_mib = -1, chunk_mib = 16, rtt_us = 100, ttfb_ms = 10;
+  double quantum_us = 0, spread_ms = 0, goodput = 1448.0 / 1514.0;
+  *c = (sim_cfg_t){.nodes = 8,
+                   .small_files = 3,
+                   .small_bytes = 9533,
+                   .shards = 4,
+                   .max_time_s = 3600,
+                   .seed = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (flag(a, c))
+      continue;
+    if (i + 1 >= argc)
+      goto bad;
+    char *end;
+    errno = 0;
+    double v = strtod(argv[++i], &end);
+    if (errno != 0 || *end != '\0' || !(v >= 0) || v > 4e9)
+      goto bad;
+#define OPT(name, var)                                                         \
+  if (strcmp(a, name) == 0) {                                                  \
+    var = v;                                                                   \
+    continue;                                                                  \
+  }
+    OPT("--nodes", c->nodes)
+    OPT("--rate-mbit", rate)
+    OPT("--up-mbit", up)
+    OPT("--down-mbit", down)
+    OPT("--origin-mbit", origin)
+    OPT("--size-mib", size_mib)
+    OPT("--shards", c->shards)
+    OPT("--shard-mib", shard_mib)
+    OPT("--small-files", c->small_files)
+    OPT("--small-bytes", c->small_bytes)
+    OPT("--chunk-mib", chunk_mib)
+    OPT("--rtt-us", rtt_us)
+    OPT("--ttfb-ms", ttfb_ms)
+    OPT("--quantum-us", quantum_us)
+    OPT("--goodput", goodput)
+    OPT("--spread-ms", spread_ms)
+    OPT("--max-time-s", c->max_time_s)
+    OPT("--seed", c->seed)
+#undef OPT
+  bad:
+    fprintf(stderr, "ws-sim: bad option or value: %s\n", a);
+    usage(stderr);
+    return -1;
+  }
+  if (shard_mib < 0) {
+    double m = floor((size_mib - 1) / 4);
+    shard_mib = m < 1 ? 1 : m;
+    c->shards = 4;
+  }
+  c->up_Bps = (up >= 0 ? up : rate) * 1e6 / 8;
+  c->down_Bps = (down >= 0 ? down : rate) * 1e6 / 8;
+  c->origin_Bps = (origin >= 0 ? origin : rate) * 1e6 / 8;
+  c->shard_bytes = (uint64_t)(shard_mib * MiB);
+  c->chunk_bytes = (uint64_t)(chunk_mib * MiB);
+  c->rtt_s = rtt_us / 1e6;
+  c->ttfb_s = ttfb_ms / 1e3;
+  c->quantum_s = quantum_us / 1e6;
+  c->goodput = goodput;
+  c->start_spread_s = spread_ms / 1e3;
+  if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
+      c->down_Bps <= 0 || c->origin_Bps <= 0 || goodput <= 0 || goodput > 1 ||
+      c->chunk_bytes < 1024 || c->chunk_bytes > WS_CHUNK_SIZE_MAX ||
+      c->shards + c->small_files == 0) {
+    fprintf(stderr,
+            "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB "
+            "and at least one file\n",
+            TRK_MAX_PEERS);
+    return -1;
+  }
+  return 0;
+}
+
+/* Chunks of every file, their lengths and scheduler tiers. */
+static int layout(sim_t *s) {
+  const sim_cfg_t *c = &s->cfg;
+  uint64_t per = (c->shard_bytes + c->chunk_bytes - 1) / c->chunk_bytes;
+  uint64_t total = per * c->shards + c->small_files;
+  if (total == 0 || total > TRK_MAX_CHUNKS) {
+    fprintf(stderr, "ws-sim: %llu chunks (1..%u)\n", (unsigned long long)total,
+            (unsigned)TRK_MAX_CHUNKS);
+    return -1;
+  }
+  s->chunks = (uint32_t)total;
+  s->words = (s->chunks + 63u) / 64u;
+  s->chunk_len = calloc(s->chunks, sizeof(uint32_t));
+  s->chunk_tier = calloc(s->chunks, 1);
+  if (s->chunk_len == NULL || s->chunk_tier == NULL)
+    return -1;
+  uint32_t g = 0;
+  for (uint32_t k = 0; k < c->small_files; k++, g++) {
+    s->chunk_len[g] = (uint32_t)c->small_bytes;
+    s->chunk_tier[g] = PEER_TIER_SMALL;
+  }
+  for (uint32_t k = 0; k < c->shards; k++)
+    for (uint64_t j = 0; j < per; j++, g++) {
+      uint64_t left = c->shard_bytes - j * c->chunk_bytes;
+      s->chunk_len[g] =
+          (uint32_t)(left < c->chunk_bytes ? left : c->chunk_bytes);
+      s->chunk_tier[g] = per == 1 ? PEER_TIER_SMALL
+                         : j == 0 ? PEER_TIER_FIRST
+                                  : PEER_TIER_REST;
+    }
+  for (uint32_t i = 0; i < s->chunks; i++)
+    s->total_bytes += s->chunk_len[i];
+  return 0;
+}
+
+static void *zalloc(size_t n, size_t sz) {
+  void *p = calloc(n ? n : 1, sz);
+  if (p == NULL) {
+    fprintf(stderr, "ws-sim: out of memory (%zu x %zu bytes)\n", n, sz);
+    exit(1);
+  }
+  return p;
+}
+
+static void nodes_init(sim_t *s) {
+  s->nodes = zalloc(s->n, sizeof(sim_node_t));
+  s->fetches_of = zalloc(s->chunks, sizeof(uint32_t));
+  for (uint32_t i = 0; i < s->n; i++) {
+    sim_node_t *n = &s->nodes[i];
+    n->have = zalloc(s->words, sizeof(uint64_t));
+    n->state = zalloc(s->chunks, 1);
+    n->nreq = zalloc(s->chunks, 1);
+    n->rx_busy = zalloc(s->chunks, 1);
+    n->avail = zalloc(s->chunks, sizeof(uint16_t));
+    n->origin_flow = zalloc(s->chunks, sizeof(uint32_t));
+    for (uint32_t g = 0; g < s->chunks; g++)
+      n->origin_flow[g] = SIM_NONE;
+    n->nmissing = s->chunks;
+    double u = (double)(sim_rand(s) >> 11) / 9007199254740992.0;
+    n->start_s = u * s->cfg.start_spread_s;
+    sim_ev_push(s, n->start_s, EV_START, i, 0, 0);
+  }
+}
+
+static void dispatch(sim_t *s, const sim_ev_t *e) {
+  double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
+  switch (e->type) {
+  case EV_START:
+    sim_trk_announce(s, e->a, false);
+    sim_ev_push(s, s->now + manifest_s, EV_JOIN, e->a, 0, 0);
+    break;
+  case EV_JOIN:
+    sim_trk_announce(s, e->a, true);
+    if (!s->nodes[e->a].joined) {
+      sim_ev_push(s, s->now + 1.0 / TRK_ANNOUNCE_PER_S, EV_JOIN, e->a, 0, 0);
+      break;
+    }
+    s->nodes[e->a].last_rx_s = s->now;
+    sim_ev_push(s, s->now + TRK_ANNOUNCE_INTERVAL_MS / 1e3, EV_ANNOUNCE, e->a,
+                0, 0);
+    sim_ev_push(s, s->now + PEER_LEASE_RENEW_MS / 1e3, EV_RENEW, e->a, 0, 0);
+    sim_node_fill(s, e->a);
+    break;
+  case EV_ANNOUNCE:
+    sim_trk_announce(s, e->a, false);
+    sim_ev_push(s, s->now + TRK_ANNOUNCE_INTERVAL_MS / 1e3, EV_ANNOUNCE, e->a,
+                0, 0);
+    break;
+  case EV_RENEW:
+    sim_trk_renew(s, e->a);
+    sim_ev_push(s, s->now + PEER_LEASE_RENEW_MS / 1e3, EV_RENEW, e->a, 0, 0);
+    break;
+  case EV_TRK_TICK:
+    (void)trk_tracker_tick(s->trk, (uint64_t)(s->now * 1e3));
+    sim_ev_push(s, s->now + TRK_SWEEP_INTERVAL_MS / 1e3, EV_TRK_TICK, 0, 0, 0);
+    break;
+  case EV_CONN_UP:
+    sim_on_conn_up(s, e->a);
+    break;
+  case EV_HAVE:
+    sim_on_have(s, e->a, e->b, e->c != 0);
+    break;
+  case EV_TRK_HAVE:
+    sim_trk_have(s, e->a, e->b);
+    break;
+  case EV_REQ:
+    sim_on_req(s, e->a, e->b);
+    break;
+  case EV_REJECT:
+    sim_on_reject(s, e->a, e->b);
+    break;
+  case EV_CHUNK:
+    sim_on_chunk(s, e->a, e->b);
+    break;
+  case EV_FILL:
+    sim_node_fill(s, e->a);
+    break;
+  case EV_ORIGIN_KICK:
+    sim_origin_kick(s, e->a);
+    break;
+  case EV_ORIGIN_BODY:
+    sim_on_origin_body(s, e->a, e->b);
+    break;
+  case EV_FLOW:
+    sim_flow_events(s, e->a);
+    break;
+  case EV_RATES:
+    sim_rates(s);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Nodes holding every chunk, counted from their bitmaps and chunk states
+ * (not from the counters the run kept). */
+static void verify(sim_t *s) {
+  for (uint32_t i = 0; i < s->n; i++) {
+    const sim_node_t *n = &s->nodes[i];
+    uint32_t bits = 0, done = 0;
+    for (uint32_t w = 0; w < s->words; w++)
+      bits += (uint32_t)__builtin_popcountll(n->have[w]);
+    for (uint32_t g = 0; g < s->chunks; g++)
+      done += n->state[g] == SIM_DONE;
+    s->verified_nodes += bits == s->chunks && done == s->chunks;
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(const double *v, uint32_t n, double p) {
+  double r = p / 100.0 * (n - 1);
+  uint32_t i = (uint32_t)r;
+  return i + 1 < n ? v[i] + (v[i + 1] - v[i]) * (r - i) : v[n - 1];
+}
+
+static void report(sim_t *s, double wall_s) {
+  const sim_cfg_t *c = &s->cfg;
+  double F = (double)s->total_bytes, N = s->n;
+  double t_min = fmax(fmax(F / c->origin_Bps, F / c->down_Bps),
+                      N * F / (c->origin_Bps + N * c->up_Bps));
+  double *t = zalloc(s->n, sizeof(double));
+  uint32_t maxget = 0;
+  for (uint32_t i = 0; i < s->n; i++)
+    t[i] = s->nodes[i].done ? s->nodes[i].done_s : NAN;
+  for (uint32_t g = 0; g < s->chunks; g++)
+    if (s->fetches_of[g] > maxget)
+      maxget = s->fetches_of[g];
+  qsort(t, s->n, sizeof(double), cmp_double);
+  bool complete = s->done_nodes == s->n;
+  double t_all = complete ? t[s->n - 1] : NAN;
+  trk_swarm_stats_t st;
+  memset(&st, 0, sizeof(st));
+  if (trk_tracker_swarm_count(s->trk) > 0)
+    trk_swarm_stats(trk_tracker_swarm_at(s->trk, 0), &st);
+#define REPORT_ARGS                                                            \
+  s->n, F, s->chunks, (unsigned long long)c->chunk_bytes, c->up_Bps * 8 / 1e6, \
+      c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6, c->rtt_s * 1e6,          \
+      c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,                         \
+      complete ? "true" : "false", s->verified_nodes, complete ? t_all : -1.0, \
+      t_min, complete ? t_all / t_min : -1.0,                                  \
+      complete ? pct(t, s->n, 50) : -1.0, complete ? pct(t, s->n, 90) : -1.0,  \
+      complete ? pct(t, s->n, 99) : -1.0, complete ? t[0] : -1.0,              \
+      (unsigned long long)s->s3_bytes, (double)s->s3_bytes / F,                \
+      (unsigned long long)s->origin_gets, maxget,                              \
+      (unsigned long long)st.leases_granted,                                   \
+      (unsigned long long)st.leases_expired,                                   \
+      (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,     \
+      (unsigned long long)s->rejects, (unsigned long long)s->replaced,         \
+      (unsigned long long)s->events, (unsigned long long)s->recomputes, wall_s
+  if (c->json)
+    printf(
+        "{\"nodes\": %u, \"bytes\": %.0f, \"chunks\": %u, \"chunk_bytes\": "
+        "%llu, \"up_mbit\": %g, \"down_mbit\": %g, \"origin_mbit\": %g, "
+        "\"rtt_us\": %g, \"ttfb_ms\": %g, \"goodput\": %g, \"quantum_us\": %g, "
+        "\"complete\": "
+        "%s, \"verified_nodes\": %u, \"t_all_s\": %.4f, \"t_min_s\": %.4f, "
+        "\"ratio\": %.4f, "
+        "\"t_p50_s\": %.4f, \"t_p90_s\": %.4f, \"t_p99_s\": %.4f, "
+        "\"t_first_s\": %.4f, \"s3_bytes\": %llu, \"s3_ratio\": %.4f, "
+        "\"s3_gets\": %llu, \"s3_gets_per_chunk_max\": %u, "
+        "\"leases_granted\": %llu, \"leases_expired\": %llu, "
+        "\"peer_bytes\": %llu, \"dup_bytes\": %llu, \"rejects\": %llu, "
+        "\"neighbours_replaced\": %llu, "
+        "\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
+        REPORT_ARGS);
+  else
+    printf("nodes %u, %.0f bytes in %u chunks of %llu\n"
+           "links: up %g, down %g, origin %g Mbit/s; rtt %g us, ttfb %g ms, "
+           "goodput %g, quantum %g us\n"
+           "complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, ratio "
+           "%.4f\n"
+           "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s\n"
+           "S3 %llu bytes (%.4f x F) in %llu GETs, at most %u per chunk; "
+           "leases granted %llu, expired %llu\n"
+           "peer bytes %llu, duplicates %llu, busy rejects %llu, idle "
+           "neighbours replaced %llu\n"
+           "%llu events, %llu rate recomputes, %.2f s wall\n",
+           REPORT_ARGS);
+#undef REPORT_ARGS
+  free(t);
+}
+
+static void sim_free(sim_t *s) {
+  for (uint32_t i = 0; s->nodes != NULL && i < s->n; i++) {
+    sim_node_t *n = &s->nodes[i];
+    free(n->have);
+    free(n->state);
+    free(n->nreq);
+    free(n->rx_busy);
+    free(n->avail);
+    free(n->origin_flow);
+  }
+  for (uint32_t i = 0; i < s->nconns; i++)
+    free(s->conns[i].view);
+  free(s->conns);
+  free(s->nodes);
+  free(s->fetches_of);
+  free(s->chunk_len);
+  free(s->chunk_tier);
+  free(s->ev);
+  sim_net_free(s);
+  trk_tracker_free(s->trk);
+}
+
+int main(int argc, char **argv) {
+  static sim_t sim;
+  sim_t *s = &sim;
+  if (parse(argc, argv, &s->cfg) != 0 || layout(s) != 0) {
+    sim_free(s);
+    return 2;
+  }
+  s->n = s->cfg.nodes;
+  s->rng = s->cfg.seed * 0x9E3779B97F4A7C15ull | 1u;
+  for (uint32_t i = 0; i < sizeof(s->digest.b); i++)
+    s->digest.b[i] = (uint8_t)(sim_rand(s) >> 56);
+  nodes_init(s);
+  if (sim_trk_init(s) != 0) {
+    fprintf(stderr, "ws-sim: the tracker refused the nodes\n");
+    sim_free(s);
+    return 1;
+  }
+  sim_ev_push(s, 0, EV_TRK_TICK, 0, 0, 0);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  sim_ev_t e;
+  while (s->done_nodes < s->n && sim_ev_pop(s, &e)) {
+    if (e.t > s->cfg.max_time_s)
+      break;
+    s->now = e.t;
+    s->events++;
+    dispatch(s, &e);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  verify(s);
+  report(s, (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+  int rc = s->done_nodes == s->n ? 0 : 1;
+  sim_free(s);
+  return rc;
+}

@@ -1,0 +1,183 @@
+/* sim_origin.c - ws-sim's tracker calls and S3 fetches.
+ *
+ * The tracker is the real one: trk_tracker_t from tracker/ (the daemon's
+ * static library), called as trk_server_msg.c calls it, with the announce
+ * built by trk_announce_from_wire from the wire form p2pd sends. Its
+ * replies (peers to dial, leases, streams) drive each node.
+ *
+ * The S3 side re-states the origin gate (peer_picker_origin_next,
+ * picker.c) and origin.c's spare: a node fetches its leased chunks that no
+ * neighbour has, at most the reply's "streams" of them at full rate, and
+ * starts one more when a fetch's rest should arrive within 1.5 x the time
+ * a GET takes to its first byte. A fetch tells the neighbours at once
+ * (HAVE "p"), so they can ask for the chunk while it arrives.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+#include "trk_wire.h"
+
+static uint64_t now_ms(const sim_t *s) {
+  return (uint64_t)(s->now * 1000.0);
+}
+
+static uint32_t node_of(const trk_peer_t *p) {
+  return (uint32_t)strtoul(p->node_id + 1, NULL, 10);
+}
+
+int sim_trk_init(sim_t *s) {
+  s->trk = trk_tracker_new(s->n + 16u, s->cfg.seed, 0);
+  if (s->trk == NULL)
+    return -1;
+  for (uint32_t i = 0; i < s->n; i++) {
+    char id[24], addr[32];
+    snprintf(id, sizeof(id), "n%u", i);
+    snprintf(addr, sizeof(addr), "10.%u.%u.%u", (i >> 16) & 255u,
+             (i >> 8) & 255u, i & 255u);
+    trk_peer_info_t info = {.node_id = id, .addr = addr, .port = 7600};
+    trk_peer_id_t replaced;
+    if (trk_tracker_connect(s->trk, &info, 0, &s->nodes[i].tid, &replaced) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+static void apply_leases(sim_t *s, uint32_t node, const trk_reply_t *r) {
+  sim_node_t *n = &s->nodes[node];
+  n->nleases = r->nleases;
+  for (uint32_t i = 0; i < r->nleases; i++)
+    n->leases[i] = r->leases[i].chunk;
+  n->streams = r->streams;
+  sim_ev_push(s, s->now + s->cfg.rtt_s / 2, EV_ORIGIN_KICK, node, 0, 0);
+}
+
+/* Stuck chunks for the announce: after --stall-timeout without a byte. */
+static uint32_t stuck_list(sim_t *s, uint32_t node, uint32_t *out) {
+  const sim_node_t *n = &s->nodes[node];
+  uint32_t k = 0;
+  if (!n->joined || n->done ||
+      s->now - n->last_rx_s < PEER_STALL_TIMEOUT_S_DEFAULT)
+    return 0;
+  for (uint32_t g = 0; g < s->chunks && k < PEER_STALL_REPORT_MAX; g++)
+    if (n->state[g] == SIM_MISSING)
+      out[k++] = g;
+  return k;
+}
+
+void sim_trk_announce(sim_t *s, uint32_t node, bool join) {
+  sim_node_t *n = &s->nodes[node];
+  uint32_t stuck[PEER_STALL_REPORT_MAX];
+  ws_announce_t a;
+  memset(&a, 0, sizeof(a));
+  memcpy(a.digest, s->digest.b, sizeof(a.digest));
+  a.total_chunks = join || n->joined ? s->chunks : 0;
+  a.event = WS_ANN_UPDATE;
+  a.role = WS_SWARM_LEECH;
+  a.want = !n->done;
+  a.stuck = stuck;
+  a.n_stuck = stuck_list(s, node, stuck);
+  trk_announce_t ta;
+  trk_reply_t r;
+  trk_announce_from_wire(&a, &ta);
+  if (trk_tracker_announce(s->trk, n->tid, &ta, now_ms(s), &r) != 0)
+    return; /* refused (rate limit): the next one */
+  if (join)
+    n->joined = true;
+  for (uint32_t i = 0; i < r.npeers; i++)
+    sim_node_dial(s, node, node_of(r.peers[i]));
+  if (n->joined)
+    apply_leases(s, node, &r);
+}
+
+void sim_trk_have(sim_t *s, uint32_t node, uint32_t chunk) {
+  trk_reply_t r;
+  if (trk_tracker_have(s->trk, s->nodes[node].tid, &s->digest, &chunk, 1,
+                       now_ms(s), &r) == 0)
+    apply_leases(s, node, &r);
+}
+
+void sim_trk_renew(sim_t *s, uint32_t node) {
+  sim_node_t *n = &s->nodes[node];
+  for (uint32_t i = 0; i < n->nleases; i++) {
+    /* WS_ENOTFOUND: someone else has it now; the next reply says so. */
+    int rc =
+        trk_tracker_renew(s->trk, n->tid, &s->digest, n->leases[i], now_ms(s));
+    (void)rc;
+  }
+}
+
+/* A fetch whose rest should arrive within 1.5 x the time to first byte
+ * (origin.c's "ending": the spare lease may start). */
+static bool fetch_ending(const sim_t *s, const sim_node_t *n,
+                         const sim_fetch_t *x) {
+  if (x->flow == SIM_NONE)
+    return false;
+  const sim_flow_t *f = &s->flows[x->flow];
+  double left = f->size - sim_flow_done_bytes(s, f);
+  return f->rate > 0 && left <= 1.5 * n->lead_s * f->rate;
+}
+
+/* picker_origin_leased: a leased chunk we may fetch now, or SIM_NONE. */
+static uint32_t leased_next(const sim_t *s, const sim_node_t *n) {
+  for (uint32_t i = 0; i < n->nleases; i++) {
+    uint32_t g = n->leases[i];
+    if (n->state[g] == SIM_MISSING && n->avail[g] == 0)
+      return g;
+  }
+  return SIM_NONE;
+}
+
+void sim_origin_kick(sim_t *s, uint32_t node) {
+  sim_node_t *n = &s->nodes[node];
+  if (!n->joined || n->done)
+    return;
+  while (n->nfetch < PEER_S3_CONCURRENCY_DEFAULT) {
+    uint32_t streaming = 0;
+    for (uint32_t i = 0; i < n->nfetch; i++)
+      streaming += !fetch_ending(s, n, &n->fetch[i]);
+    if (n->streams != 0 && streaming >= n->streams)
+      return; /* the spare waits until a fetch is about to end */
+    uint32_t g = leased_next(s, n);
+    if (g == SIM_NONE)
+      return;
+    n->state[g] = SIM_INFLIGHT;
+    n->nmissing--;
+    n->fetch[n->nfetch++] = (sim_fetch_t){g, SIM_NONE, s->now};
+    s->origin_gets++;
+    s->fetches_of[g]++;
+    sim_ev_push(s, s->now + s->cfg.rtt_s / 2, EV_HAVE, node, g, 1);
+    sim_ev_push(s, s->now + s->cfg.ttfb_s, EV_ORIGIN_BODY, node, g, 0);
+  }
+}
+
+void sim_on_origin_body(sim_t *s, uint32_t node, uint32_t g) {
+  sim_node_t *n = &s->nodes[node];
+  n->lead_s =
+      n->lead_s == 0 ? s->cfg.ttfb_s : (3 * n->lead_s + s->cfg.ttfb_s) / 4;
+  uint32_t f =
+      sim_flow_start(s, s->n, node, SIM_FLOW_ORIGIN, g, SIM_NONE, SIM_NONE);
+  n->origin_flow[g] = f;
+  n->last_rx_s = s->now;
+  for (uint32_t i = 0; i < n->nfetch; i++)
+    if (n->fetch[i].chunk == g)
+      n->fetch[i].flow = f;
+}
+
+void sim_on_origin_end(sim_t *s, uint32_t flow) {
+  sim_flow_t f = s->flows[flow];
+  sim_flow_end(s, flow);
+  sim_node_t *n = &s->nodes[f.dst];
+  n->origin_flow[f.chunk] = SIM_NONE;
+  n->s3_bytes += (uint64_t)f.size;
+  n->last_rx_s = s->now;
+  s->s3_bytes += (uint64_t)f.size;
+  for (uint32_t i = 0; i < n->nfetch; i++)
+    if (n->fetch[i].chunk == f.chunk) {
+      n->fetch[i] = n->fetch[--n->nfetch];
+      break;
+    }
+  sim_node_got(s, f.dst, f.chunk);
+  sim_origin_kick(s, f.dst);
+}
