@@ -30,10 +30,14 @@
 #define TRK_PEER_CONN_BYTES (20u << 10)
 /* Releases one peer may join: the default of --max-releases-per-node,
  * and the most it may be set to (every release the tracker tracks). The
- * join table costs 16 bytes per slot and peer; the memberships themselves
- * count against TRK_MAX_STATE_BYTES. p2pd announces what fits, in-progress
- * releases first, and fetches a refused one from S3 (docs/operations.md). */
+ * join table costs 16 bytes per slot; it starts at TRK_PEER_JOIN_SLOTS_MIN
+ * slots and doubles as the peer joins more, up to this cap, while the
+ * memory budget keeps room for every slot (TRK_MAX_STATE_BYTES). The
+ * memberships themselves count against it too. p2pd announces what fits,
+ * in-progress releases first, and fetches a refused one from S3
+ * (docs/operations.md). */
 #define TRK_MAX_SWARMS_PER_PEER 64u
+#define TRK_PEER_JOIN_SLOTS_MIN 4u
 #define TRK_MAX_SWARMS_PER_PEER_MAX TRK_MAX_SWARMS
 #define TRK_NODE_ID_MAX ((unsigned)WS_NODE_ID_MAX) /* bytes, without NUL */
 #define TRK_ADDR_MAX 64u /* listen host text (an IP literal), without NUL */
