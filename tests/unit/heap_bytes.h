@@ -19,7 +19,8 @@
 #endif
 
 #ifdef HEAP_BYTES_ASAN
-#include <sanitizer/allocator_interface.h>
+/* sanitizer/allocator_interface.h, declared here: gcc ships no header. */
+size_t __sanitizer_get_current_allocated_bytes(void);
 static inline size_t heap_bytes(void) {
   return __sanitizer_get_current_allocated_bytes();
 }

@@ -78,6 +78,7 @@ static void test_seeds_hold_no_ring(void **state) {
   st_sample(&fx, TRK_STATS_SAMPLES + 10u);
   size_t per_member = (heap_bytes() - before) / NSEEDS;
   assert_true(per_member < RING_BYTES);
+  assert_int_equal(trk_stats_rings(fx.s), 0);
   /* Their rows read as no gain in every sample since they joined. */
   uint32_t n = trk_stats_hist_count(fx.s);
   assert_int_equal(n, TRK_STATS_SAMPLES);
@@ -109,6 +110,7 @@ static void test_ring_follows_gains(void **state) {
   trk_stats_touch(fx.s, fx.m[0], fx.now + 1);
   st_sample(&fx, 1);
   assert_true(heap_bytes() >= idle + RING_BYTES);
+  assert_int_equal(trk_stats_rings(fx.s), 1);
   uint32_t n = trk_stats_hist_count(fx.s);
   /* 3 chunks in one 1 s sample; the size is unknown: chunks/s. */
   assert_true(trk_stats_hist_node_rate(fx.s, row, n - 1u) == 3.0);
@@ -129,6 +131,7 @@ static void test_ring_follows_gains(void **state) {
   for (uint32_t i = 0; i < n; i++)
     assert_true(trk_stats_hist_node_rate(fx.s, row, i) == 0.0);
   assert_true(heap_bytes() < idle + RING_BYTES / 2u);
+  assert_int_equal(trk_stats_rings(fx.s), 0);
 
   /* Gaining again brings one back, with the earlier samples at 0. */
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], 13), 0);
@@ -141,6 +144,7 @@ static void test_ring_follows_gains(void **state) {
   /* Leaving frees it (ASan and the heap count both see a leak if not). */
   trk_swarm_leave(fx.s, fx.m[0]);
   assert_true(heap_bytes() < idle + RING_BYTES / 2u);
+  assert_int_equal(trk_stats_rings(fx.s), 0);
   st_free(&fx);
 }
 
