@@ -25,8 +25,8 @@
  * wire_conn with libuv's handle (2.8 KiB), its frame reader's 4 KiB
  * buffer, and the heap around them; an idle connection holds no read
  * buffer (proto/wire_conn_io.c). An estimate from tools/bench tracker:
- * 10,000 nodes in 4 releases peaked at 119 MiB, of which about 41 MiB were
- * memberships and peer records and a few the process itself, so about
+ * 10,000 nodes in 4 releases peaked at 119 MiB (124 MB), of which about 41 MB
+ * were memberships and peer records and a few MB the process itself, so about
  * 7.5 KiB per connection, rounded up (docs/benchmarks.md "Tracker
  * capacity"). Replies queued for a peer that does not read them are
  * bounded by TRK_CONN_WRITE_QUEUE_MAX instead. */
