@@ -57,7 +57,7 @@ struct wire_conn_s {
   ws_hs_t hs;
   ws_session_t sess;
   ws_frame_reader_t *rd; /* owned */
-  uint8_t *rbuf;         /* owned, WIRE_READ_BUF_BYTES */
+  uint8_t *rbuf;         /* owned, WIRE_READ_BUF_BYTES; NULL when drained */
   size_t rpos, rlen;     /* undelivered input is rbuf[rpos, rlen) */
   wire_item_t *held_head, *held_tail; /* frames behind the open payload */
   uint64_t payload_left;              /* outbound payload bytes still owed */
@@ -80,6 +80,12 @@ int wire_io_handshake_start(wire_conn_t *c) WS_MUST_USE;
 void wire_io_update_reading(wire_conn_t *c);
 /* Delivers buffered input (kick callback / read callback). */
 void wire_io_process(wire_conn_t *c);
+/* A connection was created / is being freed on this thread (counts the
+ * users of the thread's spare read buffer). */
+void wire_io_conn_added(void);
+void wire_io_conn_freed(wire_conn_t *c);
+/* Gives c's read buffer back once all its input is delivered. */
+void wire_io_rbuf_release(wire_conn_t *c);
 /* Frees frames still held back (at close). */
 void wire_io_drop_held(wire_conn_t *c);
 /* Queues our GOODBYE behind everything else. */

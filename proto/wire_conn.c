@@ -93,7 +93,7 @@ static bool cfg_valid(const wire_conn_cfg_t *cfg, const wire_conn_cbs_t *cbs) {
 static void conn_free(wire_conn_t *c) {
   wire_io_drop_held(c);
   ws_frame_reader_free(c->rd);
-  free(c->rbuf);
+  wire_io_conn_freed(c);
   ws_hs_wipe(&c->hs);
   ws_session_wipe(&c->sess);
   sodium_memzero(c->cfg.key, sizeof(c->cfg.key));
@@ -198,9 +198,7 @@ static int conn_new(uv_loop_t *loop, const wire_conn_cfg_t *cfg,
   c = calloc(1, sizeof(*c));
   if (c == NULL)
     return -ENOMEM;
-  c->rbuf = malloc(WIRE_READ_BUF_BYTES);
-  if (c->rbuf == NULL)
-    goto fail_free;
+  wire_io_conn_added(); /* the read buffer comes with the first read */
   /* Pre-auth limits: small bodies, no payload at all. */
   c->rd = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
   if (c->rd == NULL)

@@ -46,7 +46,7 @@
 /* Queued-but-unwritten bytes; one BITFIELD of 4 Mi chunks is 512 KiB. */
 #define WIRE_SENDQ_MAX_BYTES (2u * 1024u * 1024u)
 #define WIRE_SENDQ_LOW_BYTES (512u * 1024u) /* on_drain at or below this */
-#define WIRE_READ_BUF_BYTES (64u * 1024u)   /* one per connection */
+#define WIRE_READ_BUF_BYTES (64u * 1024u)   /* held while input waits */
 /* Unsent bytes the kernel may hold per socket (TCP_NOTSENT_LOWAT). */
 #define WIRE_NOTSENT_LOWAT_BYTES (128 * 1024)
 

@@ -3,12 +3,18 @@
  * handed to on_frame, payload pieces to on_payload), and the send queue.
  * Part of the ws_wire library. Loop thread only.
  *
- * Reading: one WIRE_READ_BUF_BYTES buffer per connection. uv_read runs only
- * while the buffer is fully delivered, the connection is in HANDSHAKE or
- * OPEN and the user has not paused; bytes left when the user pauses stay in
- * rbuf[rpos, rlen) and are delivered after resume. Payload pieces point into
- * rbuf (never copied); the frame reader buffers at most one header + body +
- * MAC within the limits in force (pre-auth: 4 KiB body, no payload).
+ * Reading: a WIRE_READ_BUF_BYTES buffer, held by a connection only while it
+ * has input not yet delivered. uv_read runs only while the buffer is fully
+ * delivered, the connection is in HANDSHAKE or OPEN and the user has not
+ * paused; bytes left when the user pauses stay in rbuf[rpos, rlen) and are
+ * delivered after resume. Once everything read is delivered the buffer goes
+ * back (a partial frame is already in the frame reader), so an idle
+ * connection holds none: a tracker with 10,000 nodes would otherwise keep
+ * 10,000 buffers and touched pages of each. The thread keeps one spare so
+ * a busy loop does not allocate per read, freed with its last connection.
+ * Payload pieces point into rbuf (never copied); the frame reader buffers
+ * at most one header + body + MAC within the limits in force (pre-auth:
+ * 4 KiB body, no payload).
  *
  * Handshake (docs/protocol.md section 4): both send HELLO at once; the
  * initiator sends AUTH on the responder's HELLO; the responder checks it and
@@ -363,21 +369,60 @@ static int io_handshake_frame(wire_conn_t *c, const ws_frame_t *f) {
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* This thread's connections and its spare read buffer (loop thread only,
+ * but a process may run loops on several threads). */
+static _Thread_local unsigned t_conns;
+static _Thread_local uint8_t *t_spare;
+
+void wire_io_conn_added(void) {
+  t_conns++;
+}
+
+void wire_io_conn_freed(wire_conn_t *c) {
+  c->rpos = c->rlen = 0;
+  wire_io_rbuf_release(c);
+  if (--t_conns == 0) {
+    free(t_spare);
+    t_spare = NULL;
+  }
+}
+
+void wire_io_rbuf_release(wire_conn_t *c) {
+  if (c->rbuf == NULL || c->rpos != c->rlen)
+    return;
+  if (t_spare == NULL)
+    t_spare = c->rbuf;
+  else
+    free(c->rbuf);
+  c->rbuf = NULL;
+  c->rpos = c->rlen = 0;
+}
+
 static void io_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   wire_conn_t *c = h->data;
 
   (void)hint;
-  *buf = uv_buf_init((char *)c->rbuf + c->rlen,
-                     (unsigned)(WIRE_READ_BUF_BYTES - c->rlen));
+  if (c->rbuf == NULL) {
+    c->rbuf = t_spare != NULL ? t_spare : malloc(WIRE_READ_BUF_BYTES);
+    t_spare = NULL;
+  }
+  /* No buffer: libuv reports UV_ENOBUFS, which closes the connection. */
+  *buf = c->rbuf == NULL
+             ? uv_buf_init(NULL, 0)
+             : uv_buf_init((char *)c->rbuf + c->rlen,
+                           (unsigned)(WIRE_READ_BUF_BYTES - c->rlen));
 }
 
 static void io_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   wire_conn_t *c = s->data;
 
   (void)buf;
-  if (nread == 0 || c->state == WC_CLOSING)
+  if (nread == 0 || c->state == WC_CLOSING) {
+    wire_io_rbuf_release(c);
     return;
+  }
   if (nread < 0) {
+    wire_io_rbuf_release(c);
     /* A responder that rejects our AUTH hangs up without a word. */
     if (c->state == WC_HANDSHAKE && c->hs.auth_sent && !c->hs.auth_recvd &&
         (nread == UV_EOF || nread == UV_ECONNRESET))
@@ -461,8 +506,7 @@ void wire_io_process(wire_conn_t *c) {
       break;
     }
   }
-  if (c->rpos == c->rlen)
-    c->rpos = c->rlen = 0;
+  wire_io_rbuf_release(c); /* when everything read is delivered */
   c->in_process = false;
   if (c->state != WC_CLOSING)
     wire_io_update_reading(c);

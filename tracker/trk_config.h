@@ -22,18 +22,25 @@
 #define TRK_MAX_PEERS 16384u
 #define TRK_MAX_PEERS_MAX 65534u
 /* What one connected peer costs outside its swarm memberships: the
- * wire_conn (its 64 KiB read buffer is touched only as far as frames
- * reach), the send queue, libuv's handle and the heap around them. An
- * estimate from tools/bench tracker: 10,000 nodes in 4 releases peaked at
- * 299 MiB, of which about 95 MiB were memberships and peer records, so
- * about 20 KiB per connection (docs/benchmarks.md "Tracker capacity"). */
-#define TRK_PEER_CONN_BYTES (20u << 10)
+ * wire_conn with libuv's handle (2.8 KiB), its frame reader's 4 KiB
+ * buffer, and the heap around them; an idle connection holds no read
+ * buffer (proto/wire_conn_io.c). An estimate from tools/bench tracker:
+ * 10,000 nodes in 4 releases peaked at 119 MiB (124 MB), of which about 41 MB
+ * were memberships and peer records and a few MB the process itself, so about
+ * 7.5 KiB per connection, rounded up (docs/benchmarks.md "Tracker
+ * capacity"). Replies queued for a peer that does not read them are
+ * bounded by TRK_CONN_WRITE_QUEUE_MAX instead. */
+#define TRK_PEER_CONN_BYTES (8u << 10)
 /* Releases one peer may join: the default of --max-releases-per-node,
  * and the most it may be set to (every release the tracker tracks). The
- * join table costs 16 bytes per slot and peer; the memberships themselves
- * count against TRK_MAX_STATE_BYTES. p2pd announces what fits, in-progress
- * releases first, and fetches a refused one from S3 (docs/operations.md). */
+ * join table costs 16 bytes per slot; it starts at TRK_PEER_JOIN_SLOTS_MIN
+ * slots and doubles as the peer joins more, up to this cap, while the
+ * memory budget keeps room for every slot (TRK_MAX_STATE_BYTES). The
+ * memberships themselves count against it too. p2pd announces what fits,
+ * in-progress releases first, and fetches a refused one from S3
+ * (docs/operations.md). */
 #define TRK_MAX_SWARMS_PER_PEER 64u
+#define TRK_PEER_JOIN_SLOTS_MIN 4u
 #define TRK_MAX_SWARMS_PER_PEER_MAX TRK_MAX_SWARMS
 #define TRK_NODE_ID_MAX ((unsigned)WS_NODE_ID_MAX) /* bytes, without NUL */
 #define TRK_ADDR_MAX 64u /* listen host text (an IP literal), without NUL */

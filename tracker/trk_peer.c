@@ -119,8 +119,11 @@ fail:
 void trk_peers_free(trk_peers_t *reg) {
   if (reg == NULL)
     return;
-  for (uint32_t i = 0; i < reg->hwm; i++)
+  for (uint32_t i = 0; i < reg->hwm; i++) {
+    if (reg->slot[i] != NULL)
+      free(reg->slot[i]->joined);
     free(reg->slot[i]);
+  }
   free(reg->index);
   free(reg->gen);
   free(reg->slot);
@@ -203,8 +206,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   if (s == reg->max)
     return WS_ELIMIT;
   reg->free_from = s + 1u;
-  trk_peer_t *p =
-      calloc(1, sizeof(*p) + (size_t)reg->max_joined * sizeof(p->joined[0]));
+  trk_peer_t *p = calloc(1, sizeof(*p));
   if (p == NULL)
     return -ENOMEM;
   p->max_joined = reg->max_joined;
@@ -256,6 +258,7 @@ void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id) {
     reg->free_from = s;
   while (reg->hwm > 0 && reg->slot[reg->hwm - 1u] == NULL)
     reg->hwm--;
+  free(p->joined);
   free(p);
 }
 
@@ -344,6 +347,17 @@ int trk_peer_join_add(trk_peer_t *peer, struct trk_swarm_s *swarm,
     return WS_EEXISTS;
   if (peer->njoined >= peer->max_joined)
     return WS_ELIMIT;
+  if (peer->njoined == peer->joined_cap) {
+    uint32_t cap =
+        peer->joined_cap == 0 ? TRK_PEER_JOIN_SLOTS_MIN : peer->joined_cap * 2u;
+    if (cap > peer->max_joined)
+      cap = peer->max_joined;
+    trk_peer_join_t *v = realloc(peer->joined, cap * sizeof(*v));
+    if (v == NULL)
+      return -ENOMEM;
+    peer->joined = v;
+    peer->joined_cap = cap;
+  }
   peer->joined[peer->njoined].swarm = swarm;
   peer->joined[peer->njoined].member = member;
   peer->njoined++;

@@ -57,8 +57,11 @@ typedef struct trk_peer_s {
   uint64_t announces;    /* accepted announces */
   uint64_t rate_limited; /* announces refused by the bucket */
   uint32_t njoined;
-  uint32_t max_joined;      /* the registry's cap when the peer was added */
-  trk_peer_join_t joined[]; /* max_joined slots */
+  uint32_t max_joined; /* the registry's cap when the peer was added */
+  /* joined_cap slots, grown on demand up to max_joined (most nodes join a
+   * few releases: 64 slots each would be 1 KiB a peer, mostly unused). */
+  uint32_t joined_cap;
+  trk_peer_join_t *joined;
 } trk_peer_t;
 
 typedef struct trk_peers_s trk_peers_t;
@@ -105,7 +108,8 @@ int trk_peer_rate_take(trk_peer_t *peer, uint64_t now_ms) WS_MUST_USE;
 
 /* Records that the peer joined swarm with membership member (both
  * borrowed). WS_ELIMIT past peer->max_joined, WS_EEXISTS if already
- * joined. */
+ * joined, -ENOMEM when the join slots could not grow. Moves the join
+ * records: a trk_peer_join_t pointer is valid until the next add or del. */
 int trk_peer_join_add(trk_peer_t *peer, struct trk_swarm_s *swarm,
                       struct trk_member_s *member) WS_MUST_USE;
 /* The join record for swarm, or NULL. */

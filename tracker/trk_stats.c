@@ -2,9 +2,9 @@
  *
  * Owns each swarm's history (struct trk_shist_s: a ring of
  * TRK_STATS_SAMPLES samples and the departed members) and the trk_mstats_t
- * inside each member. Sample k of the swarm and of each member share ring
- * slot k % TRK_STATS_SAMPLES; a member's slots before its first_seq are
- * not its own. Loop thread only.
+ * inside each member, with its ring when it has one. Sample k of the swarm
+ * and of each member share ring slot k % TRK_STATS_SAMPLES; a member's
+ * slots before its first_seq are not its own. Loop thread only.
  */
 #include "trk_swarm-int.h"
 
@@ -39,6 +39,7 @@ struct trk_shist_s {
   gone_t gone[TRK_STATS_GONE_MAX]; /* oldest first */
   uint32_t ngone;
   uint64_t evicted_s3, evicted_peers; /* of records pushed out of gone[] */
+  uint32_t rings;                     /* members holding a ring */
 };
 
 static const char *const k_state_name[TRK_NODE_STATE_LAST] = {
@@ -118,9 +119,26 @@ static void node_bytes(const trk_swarm_t *s, const trk_member_t *m,
   *peers = (uint64_t)((double)(gained - from_s3) * cb);
 }
 
+static void ring_free(struct trk_shist_s *h, trk_mstats_t *st) {
+  if (st->gained == NULL)
+    return;
+  free(st->gained);
+  st->gained = NULL;
+  h->rings--;
+}
+
+size_t trk_stats_member_ring_bytes(void) {
+  return N * sizeof(uint16_t);
+}
+
+uint32_t trk_stats_rings(const trk_swarm_t *s) {
+  return s->hist->rings;
+}
+
 void trk_stats_member_leave(trk_swarm_t *s, trk_member_t *m) {
   struct trk_shist_s *h = s->hist;
   uint64_t now_ms = h->clock_ms;
+  ring_free(h, &m->st);
   if (h->ngone == TRK_STATS_GONE_MAX) {
     h->evicted_s3 += h->gone[0].s3_bytes;
     h->evicted_peers += h->gone[0].peer_bytes;
@@ -217,10 +235,22 @@ void trk_stats_sample(trk_swarm_t *s, uint64_t now_ms) {
   h->clock_ms = now_ms;
   for (uint32_t i = 0; i < s->nmembers; i++) {
     trk_mstats_t *st = &s->members[i]->st;
+    cnt[member_state(s, s->members[i], now_ms)]++;
+    if (st->gained == NULL) {
+      if (st->pending == 0)
+        continue; /* no ring: this sample reads as 0, as it is */
+      st->gained = calloc(N, sizeof(*st->gained));
+      if (st->gained == NULL)
+        continue; /* its gains wait in pending for the next sample */
+      h->rings++;
+    }
     st->gained[k] =
         st->pending > UINT16_MAX ? UINT16_MAX : (uint16_t)st->pending;
+    if (st->pending > 0)
+      st->gain_seq = h->seq;
+    else if (h->seq - st->gain_seq >= N)
+      ring_free(h, st); /* no gain in the window (samples seq - N + 1..) */
     st->pending = 0;
-    cnt[member_state(s, s->members[i], now_ms)]++;
   }
   h->t_ms[k] = now_ms;
   h->gained[k] = h->pending;
@@ -274,6 +304,8 @@ double trk_stats_hist_node_rate(const trk_swarm_t *s, uint32_t member,
   const trk_member_t *m = s->members[member];
   if (abs < m->st.first_seq)
     return -1.0;
+  if (m->st.gained == NULL)
+    return 0.0;
   return (double)m->st.gained[k] * unit_bytes(s) / span_s(s, i);
 }
 

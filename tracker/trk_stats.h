@@ -5,10 +5,15 @@
  * Everything is derived from what the tracker already sees (have-sets
  * from announces and HAVEs, origin leases) plus the optional progress
  * report of ANNOUNCE (sz, s3, pb, err; docs/protocol.md). Memory is fixed
- * per member (a ring of TRK_STATS_SAMPLES chunk counts) and per release
- * (the same ring for the whole swarm and TRK_STATS_GONE_MAX departed
- * members). The definitions (stuck, rate, time to p50/p99, derived bytes)
- * are in docs/tracker.md, "Dashboard".
+ * per release (a ring of TRK_STATS_SAMPLES samples for the whole swarm and
+ * TRK_STATS_GONE_MAX departed members) and bounded per member: a member's
+ * own ring of chunk counts exists only while one of its last
+ * TRK_STATS_SAMPLES samples gained a chunk. Seeds, complete members and
+ * members that have not gained a chunk in the window hold none, and read
+ * as zero gains, which is what the ring would hold. The tracker's budget
+ * keeps room for a ring per member (trk_swarm_member_bytes), so it holds
+ * when every member fetches at once. The definitions (stuck, rate, time to
+ * p50/p99, derived bytes) are in docs/tracker.md, "Dashboard".
  *
  * Implemented in trk_stats.c on the swarm's internals; pure logic, loop
  * thread only, time comes in as now_ms.
@@ -16,6 +21,7 @@
 #ifndef TRK_STATS_H
 #define TRK_STATS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trk_config.h"
@@ -35,8 +41,12 @@ typedef struct {
   uint64_t s3_bytes;    /* reported */
   uint64_t peer_bytes;  /* reported */
   uint64_t err_ms;
+  uint64_t gain_seq; /* the swarm's sample number of its last gain */
   char err[TRK_STATS_ERR_MAX + 1];
-  uint16_t gained[TRK_STATS_SAMPLES]; /* chunks gained per sample (ring) */
+  /* Chunks gained per sample (ring of TRK_STATS_SAMPLES), allocated at
+   * its first gain and freed once no sample in the ring holds one; NULL:
+   * every sample in the window is 0. */
+  uint16_t *gained;
 } trk_mstats_t;
 
 /* What one announce reported (all optional: 0 / NULL not sent). */
@@ -109,6 +119,11 @@ void trk_stats_error(trk_member_t *m, uint64_t now_ms, const char *fmt, ...)
 void trk_stats_sample(trk_swarm_t *s, uint64_t now_ms);
 /* Sets the start of the release's clock (the prefetch) if earlier. */
 void trk_stats_set_start(trk_swarm_t *s, uint64_t start_ms);
+
+/* Bytes of one member's ring (trk_swarm_member_bytes reserves them). */
+size_t trk_stats_member_ring_bytes(void);
+/* Members of s that hold a ring now. */
+uint32_t trk_stats_rings(const trk_swarm_t *s);
 
 /* --- queries (JSON) --------------------------------------------------- */
 

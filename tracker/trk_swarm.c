@@ -113,8 +113,15 @@ int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) {
   return 0;
 }
 
-size_t trk_swarm_member_bytes(const trk_swarm_t *s) {
+/* The member record itself: the struct and its have-bitfield. */
+static size_t member_alloc_bytes(const trk_swarm_t *s) {
   return sizeof(trk_member_t) + (size_t)s->nwords * sizeof(uint64_t);
+}
+
+size_t trk_swarm_member_bytes(const trk_swarm_t *s) {
+  /* Room for the dashboard ring too: allocated only while the member
+   * gains chunks, but any member may start to at any time. */
+  return member_alloc_bytes(s) + trk_stats_member_ring_bytes();
 }
 
 /* Adds (add != 0) or removes m's contribution to the complete and
@@ -181,7 +188,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     s->mview = mv;
     s->members_cap = cap;
   }
-  trk_member_t *m = calloc(1, trk_swarm_member_bytes(s));
+  trk_member_t *m = calloc(1, member_alloc_bytes(s));
   if (m == NULL)
     return -ENOMEM;
   m->peer = peer;

@@ -95,7 +95,9 @@ uint32_t trk_swarm_member_count(const trk_swarm_t *s);
 const char *trk_swarm_uri(const trk_swarm_t *s);
 /* Copies uri (at most TRK_URI_MAX bytes, no control chars) or WS_EUSAGE. */
 int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) WS_MUST_USE;
-/* Bytes one member costs (for the tracker's memory budget). */
+/* Bytes one member may cost (for the tracker's memory budget): its record
+ * and room for its dashboard ring, which it holds only while it gains
+ * chunks (trk_stats.h). */
 size_t trk_swarm_member_bytes(const trk_swarm_t *s);
 
 /* Members the swarm takes (--max-members): 1..TRK_MAX_MEMBERS_MAX, 0 or

@@ -1,7 +1,9 @@
 /* test_peer.c - peer registry: ids and generations, the peer cap, input
- * validation, announce token bucket, swarms-per-peer cap.
+ * validation, announce token bucket, swarms-per-peer cap, join slots.
  */
 #include "trk_fixture.h"
+
+#include "../heap_bytes.h"
 
 static trk_peer_info_t info_of(const char *id) {
   trk_peer_info_t i = {
@@ -163,6 +165,45 @@ static void test_swarms_per_peer_cap(void **state) {
   trk_peers_free(reg);
 }
 
+/* A peer's join slots grow as it joins (most nodes join a few releases):
+ * a peer that joined nothing holds well under the 64 slots of the cap,
+ * and growing up to the cap keeps every join record right. */
+static void test_join_slots_grow_on_demand(void **state) {
+  (void)state;
+  enum { NPEERS = 256 };
+  trk_peers_t *reg = trk_peers_new(NPEERS);
+  trk_peer_t *p[NPEERS];
+  char id[16];
+  assert_non_null(reg);
+  size_t before = heap_bytes();
+  for (int i = 0; i < NPEERS; i++) {
+    snprintf(id, sizeof(id), "n%d", i);
+    trk_peer_info_t in = info_of(id);
+    assert_int_equal(trk_peers_add(reg, &in, 0, &p[i]), 0);
+  }
+  size_t per_peer = (heap_bytes() - before) / NPEERS;
+  assert_true(per_peer < sizeof(trk_peer_t) + TRK_MAX_SWARMS_PER_PEER *
+                                                  sizeof(trk_peer_join_t) / 2);
+  trk_swarm_t *s[TRK_MAX_SWARMS_PER_PEER];
+  trk_member_t *m[TRK_MAX_SWARMS_PER_PEER], *other;
+  for (uint32_t i = 0; i < TRK_MAX_SWARMS_PER_PEER; i++) {
+    ws_hash_t d = fx_digest((uint8_t)i);
+    s[i] = trk_swarm_new(&d, 10, 0);
+    assert_non_null(s[i]);
+    assert_int_equal(trk_swarm_join(s[i], p[0], TRK_ROLE_LEECH, 0, &m[i]), 0);
+    assert_int_equal(trk_swarm_join(s[i], p[1], TRK_ROLE_SEED, 0, &other), 0);
+  }
+  assert_int_equal(p[0]->njoined, TRK_MAX_SWARMS_PER_PEER);
+  for (uint32_t i = 0; i < TRK_MAX_SWARMS_PER_PEER; i++) {
+    assert_ptr_equal(trk_swarm_member_of(s[i], p[0]), m[i]);
+    assert_ptr_equal(trk_member_peer(trk_swarm_member_of(s[i], p[1])), p[1]);
+  }
+  for (uint32_t i = 0; i < TRK_MAX_SWARMS_PER_PEER; i++)
+    trk_swarm_free(s[i]);
+  assert_int_equal(p[0]->njoined, 0);
+  trk_peers_free(reg);
+}
+
 static void test_swarm_new_bounds(void **state) {
   (void)state;
   ws_hash_t d = fx_digest(9);
@@ -239,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_rate_limit),
       cmocka_unit_test(test_swarms_per_peer_cap),
+      cmocka_unit_test(test_join_slots_grow_on_demand),
       cmocka_unit_test(test_swarm_new_bounds),
       cmocka_unit_test(test_index_many_peers),
   };
