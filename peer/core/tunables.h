@@ -173,6 +173,16 @@
  * slot and keep this node from the nodes it chose (an eclipse). The tick
  * trims the excess from the idle ones. */
 #define PEER_NBR_DIALED_MIN 4u
+/* A node dials at most 1/PEER_NBR_DIAL_SHARE of --max-neighbors itself
+ * (and PEER_NBR_DIALED_MIN at least) and leaves the other slots to the
+ * nodes that dial it. When every node dialed all its slots, a cluster-wide
+ * start of 48 nodes with 16 slots each tried 768 connections that only
+ * about 16 x 48 / 2 could hold: each node's slots filled with its own
+ * dials, most dials were refused, connections were replaced as soon as
+ * one idled (3,154 connections and 850 replacements in one 80 s run), and
+ * a node whose dials all found full nodes had no neighbour at all for
+ * 53 s and read its chunks from S3 once it counted as stalled. */
+#define PEER_NBR_DIAL_SHARE 2u
 /* Upload slots: the last PEER_UPLOADS_SPARE of PEER_UPLOADS_MAX go only to
  * a neighbour that holds none, so a few connections cannot take them all.
  * A neighbour holding upload slots whose socket took no byte for

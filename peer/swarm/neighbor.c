@@ -296,8 +296,10 @@ uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
 }
 
 int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms) {
-  return peer_neighbors_room(set, now_ms) ||
-         peer_neighbors_dialed(set, NULL) < PEER_NBR_DIALED_MIN;
+  uint32_t dialed = peer_neighbors_dialed(set, NULL);
+  uint32_t share = set->ctx->cfg->max_neighbors / PEER_NBR_DIAL_SHARE;
+  return (dialed < share && peer_neighbors_room(set, now_ms)) ||
+         dialed < PEER_NBR_DIALED_MIN;
 }
 
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,

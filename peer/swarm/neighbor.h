@@ -267,7 +267,9 @@ int peer_neighbors_room(peer_neighbors_t *set, uint64_t now_ms);
 uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
                                const peer_neighbor_t *except);
 /* 1 when a node the tracker or the address book named may be dialed:
- * peer_neighbors_room(), or fewer than PEER_NBR_DIALED_MIN dialed
+ * peer_neighbors_room() with fewer dialed connections than half of
+ * --max-neighbors (PEER_NBR_DIAL_SHARE; the rest of the slots are for
+ * nodes that dial us), or fewer than PEER_NBR_DIALED_MIN dialed
  * connections however many accepted ones there are. */
 int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms);
 /* Ready neighbours holding global chunk g of the release digest. */

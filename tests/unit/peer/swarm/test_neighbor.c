@@ -12,7 +12,9 @@
  *   PEER_NBR_SPARE over it while an idle one can be replaced;
  * - another holder of a chunk is found (the relative deadline needs one);
  * - nodes we chose may be dialed with every slot held by accepted
- *   connections, up to PEER_NBR_DIALED_MIN dialed ones.
+ *   connections, up to PEER_NBR_DIALED_MIN dialed ones;
+ * - with room, a node dials no more than 1/PEER_NBR_DIAL_SHARE of its
+ *   slots: the others are for the nodes that dial it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -151,6 +154,33 @@ static void test_dialed_slots(void **state) {
   sfx_teardown(s);
 }
 
+static void test_dial_share(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  sfx_nbr_t *nb[PEER_NBR_DIALED_MIN];
+  char name[8];
+  uint64_t now = uv_now(&s->fx.loop);
+  for (uint32_t i = 0; i < PEER_NBR_DIALED_MIN; i++) {
+    snprintf(name, sizeof(name), "d%u", i);
+    nb[i] = sfx_neighbor(s, name, 0);
+    nb[i]->n.initiator = true;
+    nb[i]->n.useful_ms = now;
+  }
+  /* Room for more, but half the slots are dialed already: the rest wait
+   * for nodes that dial us. */
+  s->fx.cfg.max_neighbors = PEER_NBR_DIAL_SHARE * PEER_NBR_DIALED_MIN;
+  assert_int_equal(peer_neighbors_room(&s->set, now), 1);
+  assert_int_equal(peer_neighbors_room_dial(&s->set, now), 0);
+  /* One slot more: one more dial. */
+  s->fx.cfg.max_neighbors = PEER_NBR_DIAL_SHARE * (PEER_NBR_DIALED_MIN + 1);
+  assert_int_equal(peer_neighbors_room_dial(&s->set, now), 1);
+  /* Accepted connections do not count against the dial share. */
+  nb[0]->n.initiator = false;
+  s->fx.cfg.max_neighbors = PEER_NBR_DIAL_SHARE * PEER_NBR_DIALED_MIN;
+  assert_int_equal(peer_neighbors_room_dial(&s->set, now), 1);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_miss_benches_then_closes),
@@ -158,6 +188,7 @@ int main(void) {
       cmocka_unit_test(test_idle_idlest_and_room),
       cmocka_unit_test(test_other_holder),
       cmocka_unit_test(test_dialed_slots),
+      cmocka_unit_test(test_dial_share),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
