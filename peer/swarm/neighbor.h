@@ -101,7 +101,8 @@ typedef enum {
 
 /* A chunk arriving from a neighbour: in pieces, more to come (CHUNK with
  * "o"), or whole (one payload); its progress deadline runs from start_ms
- * (PEER_CHUNK_GRACE_MS in tunables.h). */
+ * (PEER_CHUNK_GRACE_MS in tunables.h), which moves on while the chunk is
+ * still arriving at the neighbour itself (late). */
 typedef struct {
   bool open;
   uint8_t digest[WS_PROTO_DIGEST_LEN];
@@ -110,6 +111,7 @@ typedef struct {
   uint64_t last_ms;           /* last piece began */
   uint64_t start_ms;          /* its first CHUNK header came */
   uint64_t paused0_ms;        /* the neighbour's paused_ms then */
+  bool late;                  /* start_ms moved: not a rate sample */
   struct peer_download_s *dl; /* pieces only (whole: the neighbour's dl) */
 } peer_pieces_t;
 
@@ -180,6 +182,7 @@ struct peer_neighbors_s {
   peer_neighbor_t *head;
   uint32_t count;       /* all states */
   uint32_t nready;      /* PEER_NEIGHBOR_READY */
+  uint32_t nreqs;       /* chunk requests in flight, all neighbours */
   uint32_t npreauth_in; /* accepted, not yet authenticated */
   uint64_t next_id;
   /* Typical rate of a chunk from a neighbour (bytes/s, moving average of

@@ -88,6 +88,9 @@ static uint64_t nd_rx_deadline(const peer_neighbor_t *n,
  * delivered (its misses are forgiven). */
 void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc) {
   peer_neighbors_t *set = n->set;
+  n->misses = 0;
+  if (pc->late)
+    return; /* its pace was its source's, not n's */
   uint64_t el = nd_rx_elapsed(n, pc, uv_now(set->ctx->loop));
   uint64_t bps = (uint64_t)pc->len * 1000u / (el > 0 ? el : 1);
   if (set->rx_bps == 0)
@@ -95,12 +98,12 @@ void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc) {
   else
     set->rx_bps = set->rx_bps - set->rx_bps / PEER_CHUNK_RATE_EWMA +
                   bps / PEER_CHUNK_RATE_EWMA;
-  n->misses = 0;
 }
 
 void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc) {
   pc->start_ms = uv_now(n->set->ctx->loop);
   pc->paused0_ms = peer_neighbor_paused(n, pc->start_ms);
+  pc->late = false;
 }
 
 /* n cannot be left to finish what it sends (a payload cannot be cut short
@@ -124,6 +127,17 @@ static void nd_drop_slow(peer_neighbor_t *n, const char *why) {
  * chunk in pieces between pieces is canceled and asked elsewhere; one
  * whose payload is being read closes n. 1 when n was closed. */
 static int nd_rx_check(peer_neighbor_t *n, peer_pieces_t *pc, uint64_t now_ms) {
+  const peer_neighbor_rel_t *r = peer_neighbor_rel_find(n, pc->digest);
+  if (pc != &n->whole && r != NULL && peer_neighbor_rel_live(r, pc->g)) {
+    /* Still arriving at n (its HAVE "p", no plain HAVE yet): n forwards it
+     * at its own source's pace, which is not n's to answer for. The
+     * deadline runs from when n holds it; a sequence with no piece for
+     * PEER_REQUEST_TIMEOUT_MS still ends (peer_neighbor_tick). */
+    pc->start_ms = now_ms;
+    pc->paused0_ms = peer_neighbor_paused(n, now_ms);
+    pc->late = true;
+    return 0;
+  }
   uint64_t el = nd_rx_elapsed(n, pc, now_ms), d = nd_rx_deadline(n, pc);
   char why[160];
   if (el <= d)

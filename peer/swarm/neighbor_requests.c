@@ -47,6 +47,7 @@ int peer_request_send(peer_neighbor_t *n, struct peer_swarm_rel_s *rel,
                         .sent_ms = uv_now(n->set->ctx->loop)};
   memcpy(r->digest, digest, WS_PROTO_DIGEST_LEN);
   n->nreqs++;
+  n->set->nreqs++;
   return 0;
 }
 
@@ -84,6 +85,8 @@ void peer_request_drop(peer_neighbor_t *n, uint32_t i, int status) {
   r->used = false;
   r->file = NULL;
   n->nreqs--;
+  assert(n->set->nreqs > 0);
+  n->set->nreqs--;
   assert(file->nreq[j] > 0);
   file->nreq[j]--;
   if (status != 0)

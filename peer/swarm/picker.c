@@ -151,7 +151,8 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
   if (n->state != PEER_NEIGHBOR_READY || p->stopping || !p->ctx->running ||
       uv_now(p->ctx->loop) < n->busy_until_ms)
     return;
-  while (n->nreqs < PEER_PIPELINE_DEPTH && n->state == PEER_NEIGHBOR_READY) {
+  while (n->nreqs < PEER_PIPELINE_DEPTH && p->nbrs->nreqs < PEER_REQS_MAX &&
+         n->state == PEER_NEIGHBOR_READY) {
     pick_t best;
     memset(&best, 0, sizeof(best));
     for (uint32_t i = 0; i < n->nrels; i++) {
@@ -172,9 +173,16 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
 }
 
 void peer_picker_fill_all(peer_picker_t *p) {
-  if (p->stopping)
+  if (p->stopping || p->nbrs->count == 0)
     return;
-  for (peer_neighbor_t *n = p->nbrs->head; n != NULL; n = n->next)
+  /* From a random neighbour on: the request slots left go round. */
+  uint32_t start = (uint32_t)(picker_rand(p) % p->nbrs->count), i = 0;
+  peer_neighbor_t *first = p->nbrs->head;
+  while (first != NULL && i++ < start)
+    first = first->next;
+  for (peer_neighbor_t *n = first; n != NULL; n = n->next)
+    peer_picker_fill(p, n);
+  for (peer_neighbor_t *n = p->nbrs->head; n != first; n = n->next)
     peer_picker_fill(p, n);
 }
 

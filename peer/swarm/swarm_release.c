@@ -463,8 +463,9 @@ void swarm_rel_leases_renew(peer_swarm_rel_t *rel) {
 
 int swarm_rel_arriving(const peer_swarm_rel_t *rel, const peer_file_t *file,
                        uint32_t j, uint64_t *written) {
+  const peer_downloads_t *dls = rel->t->nbrs->downloads;
   return peer_origin_live(rel->t->origin, file, j, written) ||
-         peer_downloads_live(rel->t->nbrs->downloads, file, j, written);
+         (dls != NULL && peer_downloads_live(dls, file, j, written));
 }
 
 int swarm_rel_chunk_live(peer_swarm_rel_t *rel, uint32_t g, peer_file_t **file,

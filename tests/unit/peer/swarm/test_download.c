@@ -7,6 +7,8 @@
  * bans its sender (by node id and host:port) and goes back to MISSING, and
  * the picker asks another neighbour; a lost connection bans nobody; in the
  * endgame the first sender wins and the duplicate is canceled on the wire.
+ * A chunk in pieces that is still arriving at its sender (HAVE "p") is not
+ * held to the progress deadline until the sender holds it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -259,12 +261,66 @@ static void test_endgame_first_sender_wins(void **state) {
   dl_teardown(d);
 }
 
+static void test_live_at_sender_waits_for_its_source(void **state) {
+  (void)state;
+  dl_t *d = dl_setup();
+  sfx_t *s = d->s;
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  const uint8_t *dig = s->rel->digest.b;
+  peer_file_t *f = s->files[0];
+  /* a says chunk 0 is arriving there (HAVE "p"); we take it in pieces,
+   * half of it so far, at the pace of a's own source. */
+  ws_have_t h = {.chunk = 0, .live = true};
+  memcpy(h.digest, dig, WS_PROTO_DIGEST_LEN);
+  peer_neighbor_rel_t *r = peer_neighbor_rel_find(&a->n, dig);
+  assert_non_null(r);
+  peer_neighbor_rel_have(r, &h);
+  peer_file_chunk_take(f, 0);
+  peer_download_t *dl = peer_download_new(&d->dls, f, 0, a->n.node_id,
+                                          a->n.host, a->n.port, on_wake, d);
+  assert_non_null(dl);
+  peer_pieces_t *pc = peer_pieces_free(&a->n);
+  assert_non_null(pc);
+  *pc = (peer_pieces_t){.open = true,
+                        .g = 0,
+                        .req_id = 1,
+                        .len = FFX_CS,
+                        .got = FFX_CS / 2,
+                        .dl = dl};
+  memcpy(pc->digest, dig, WS_PROTO_DIGEST_LEN);
+  uint64_t t0 = uv_now(&s->fx.loop);
+  peer_rx_start(&a->n, pc);
+  /* Far past the floor deadline (3 s + 1 MiB at 128 KiB/s), a piece now
+   * and then: still open, no miss, not a rate sample. */
+  uint64_t t1 = t0 + 60 * 1000;
+  pc->last_ms = t1;
+  peer_neighbor_tick(&a->n, t1);
+  assert_true(pc->open);
+  assert_true(pc->late);
+  assert_int_equal(s->fx.ctx.counters.peer_deadline_misses, 0);
+  assert_int_equal(a->n.busy_until_ms, 0);
+  /* Held there now (plain HAVE): the deadline runs from then. */
+  h.live = false;
+  peer_neighbor_rel_have(r, &h);
+  peer_neighbor_tick(&a->n, t1 + PEER_CHUNK_GRACE_MS);
+  assert_true(pc->open);
+  pc->last_ms = t1 + 20 * 1000;
+  peer_neighbor_tick(&a->n, t1 + 20 * 1000);
+  assert_false(pc->open); /* cut: asked elsewhere */
+  assert_int_equal(s->fx.ctx.counters.peer_deadline_misses, 1);
+  while (d->reported == 0)
+    uv_run(&s->fx.loop, UV_RUN_ONCE);
+  assert_int_equal(f->chunk_state[0], PEER_CHUNK_MISSING);
+  dl_teardown(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_verified_chunk_done_from_peer),
       cmocka_unit_test(test_mismatch_bans_sender_and_refetches),
       cmocka_unit_test(test_lost_connection_bans_nobody),
       cmocka_unit_test(test_endgame_first_sender_wins),
+      cmocka_unit_test(test_live_at_sender_waits_for_its_source),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
