@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/tunables.h"
@@ -444,6 +445,37 @@ static void test_origin_no_tracker_reads_all_unheld(void **state) {
   sfx_teardown(s);
 }
 
+/* Requests in flight over all neighbours stop at PEER_REQS_MAX, though
+ * each neighbour could take PEER_PIPELINE_DEPTH: four neighbours holding
+ * twelve chunks get eight requests between them, not twelve. */
+static const ffx_spec_t spec_m[] = {{"m.bin", 12 * FFX_CS, 5}};
+
+static void test_requests_capped_over_all_neighbours(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_m, 1);
+  sfx_nbr_t *nb[4];
+  char name[8];
+  for (uint32_t i = 0; i < 4; i++) {
+    snprintf(name, sizeof(name), "n%u", i);
+    nb[i] = sfx_neighbor(s, name, (uint16_t)(7001 + i));
+    hold_all(s, nb[i]);
+  }
+  assert_true(4 * PEER_PIPELINE_DEPTH > PEER_REQS_MAX);
+  peer_picker_fill_all(&s->picker);
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < 4; i++) {
+    assert_true(nb[i]->n.nreqs <= PEER_PIPELINE_DEPTH);
+    total += nb[i]->n.nreqs;
+  }
+  assert_int_equal(total, PEER_REQS_MAX);
+  assert_int_equal(s->set.nreqs, PEER_REQS_MAX);
+  /* One answered: one more goes out. */
+  sfx_drop_all(nb[0]);
+  peer_picker_fill_all(&s->picker);
+  assert_int_equal(s->set.nreqs, PEER_REQS_MAX);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
@@ -457,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_origin_fallback_after_tracker_down),
       cmocka_unit_test(test_origin_shared_with_neighbour),
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
+      cmocka_unit_test(test_requests_capped_over_all_neighbours),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
