@@ -160,6 +160,10 @@
 #define PEER_CHUNK_FLOOR_BPS (128u * 1024u)
 #define PEER_CHUNK_SLOW_FACTOR 16u
 #define PEER_CHUNK_RATE_EWMA 8u
+/* A chunk in pieces still arriving at its sender (HAVE "p") is held to
+ * the deadline above only from when the sender holds it, for at most this
+ * long after its first piece (neighbor_deadline.c). */
+#define PEER_CHUNK_LIVE_WAIT_MS 60000u
 /* A neighbour that missed a deadline (or a request timeout) is not asked
  * for anything for PEER_NBR_BENCH_MS; PEER_NBR_MISSES_MAX misses without a
  * chunk delivered between them close it. A chunk sent whole (no "o")

@@ -109,7 +109,8 @@ typedef struct {
   uint32_t g, req_id;
   uint32_t got, len;          /* bytes so far, the chunk's length */
   uint64_t last_ms;           /* last piece began */
-  uint64_t start_ms;          /* its first CHUNK header came */
+  uint64_t start_ms;          /* its first CHUNK header came (or later) */
+  uint64_t first_ms;          /* its first CHUNK header came */
   uint64_t paused0_ms;        /* the neighbour's paused_ms then */
   bool late;                  /* start_ms moved: not a rate sample */
   struct peer_download_s *dl; /* pieces only (whole: the neighbour's dl) */

@@ -101,7 +101,7 @@ void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc) {
 }
 
 void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc) {
-  pc->start_ms = uv_now(n->set->ctx->loop);
+  pc->start_ms = pc->first_ms = uv_now(n->set->ctx->loop);
   pc->paused0_ms = peer_neighbor_paused(n, pc->start_ms);
   pc->late = false;
 }
@@ -128,11 +128,14 @@ static void nd_drop_slow(peer_neighbor_t *n, const char *why) {
  * whose payload is being read closes n. 1 when n was closed. */
 static int nd_rx_check(peer_neighbor_t *n, peer_pieces_t *pc, uint64_t now_ms) {
   const peer_neighbor_rel_t *r = peer_neighbor_rel_find(n, pc->digest);
-  if (pc != &n->whole && r != NULL && peer_neighbor_rel_live(r, pc->g)) {
+  if (pc != &n->whole && r != NULL && peer_neighbor_rel_live(r, pc->g) &&
+      now_ms - pc->first_ms <= PEER_CHUNK_LIVE_WAIT_MS) {
     /* Still arriving at n (its HAVE "p", no plain HAVE yet): n forwards it
      * at its own source's pace, which is not n's to answer for. The
-     * deadline runs from when n holds it; a sequence with no piece for
-     * PEER_REQUEST_TIMEOUT_MS still ends (peer_neighbor_tick). */
+     * deadline runs from when n holds it, or from PEER_CHUNK_LIVE_WAIT_MS
+     * on (a neighbour that says "p" and never HAVE cannot hold a request
+     * for ever); a sequence with no piece for PEER_REQUEST_TIMEOUT_MS
+     * still ends (peer_neighbor_tick). */
     pc->start_ms = now_ms;
     pc->paused0_ms = peer_neighbor_paused(n, now_ms);
     pc->late = true;

@@ -314,6 +314,43 @@ static void test_live_at_sender_waits_for_its_source(void **state) {
   dl_teardown(d);
 }
 
+/* One that says "p" and never HAVE is held to the deadline once
+ * PEER_CHUNK_LIVE_WAIT_MS passed since its first piece. */
+static void test_live_wait_is_bounded(void **state) {
+  (void)state;
+  dl_t *d = dl_setup();
+  sfx_t *s = d->s;
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  const uint8_t *dig = s->rel->digest.b;
+  peer_file_t *f = s->files[0];
+  ws_have_t h = {.chunk = 0, .live = true};
+  memcpy(h.digest, dig, WS_PROTO_DIGEST_LEN);
+  peer_neighbor_rel_have(peer_neighbor_rel_find(&a->n, dig), &h);
+  peer_file_chunk_take(f, 0);
+  peer_download_t *dl = peer_download_new(&d->dls, f, 0, a->n.node_id,
+                                          a->n.host, a->n.port, on_wake, d);
+  assert_non_null(dl);
+  peer_pieces_t *pc = peer_pieces_free(&a->n);
+  *pc = (peer_pieces_t){
+      .open = true, .g = 0, .req_id = 1, .len = FFX_CS, .got = 1, .dl = dl};
+  memcpy(pc->digest, dig, WS_PROTO_DIGEST_LEN);
+  peer_rx_start(&a->n, pc);
+  uint64_t t = uv_now(&s->fx.loop);
+  for (uint64_t k = 1; k * 10000 <= PEER_CHUNK_LIVE_WAIT_MS; k++) {
+    pc->last_ms = t + k * 10000; /* a byte now and then */
+    peer_neighbor_tick(&a->n, t + k * 10000);
+    assert_true(pc->open);
+  }
+  uint64_t end = t + PEER_CHUNK_LIVE_WAIT_MS + 20 * 1000;
+  pc->last_ms = end;
+  peer_neighbor_tick(&a->n, end);
+  assert_false(pc->open);
+  assert_int_equal(s->fx.ctx.counters.peer_deadline_misses, 1);
+  while (d->reported == 0)
+    uv_run(&s->fx.loop, UV_RUN_ONCE);
+  dl_teardown(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_verified_chunk_done_from_peer),
@@ -321,6 +358,7 @@ int main(void) {
       cmocka_unit_test(test_lost_connection_bans_nobody),
       cmocka_unit_test(test_endgame_first_sender_wins),
       cmocka_unit_test(test_live_at_sender_waits_for_its_source),
+      cmocka_unit_test(test_live_wait_is_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
