@@ -11,6 +11,7 @@
  *     ^                                                   |
  *     +------- payload_len == 0 ---------------------------+
  *     +------- last PAYLOAD event <-- PAYLOAD <-- payload_len > 0
+ *     +------- TAG event <-- TAG <-- (sealed payload, after its last piece)
  *   any state --error--> DEAD (sticky)
  */
 #include <errno.h>
@@ -21,7 +22,14 @@
 
 #define READER_SMALL_BUF 4096 /* kept between frames; bigger is released */
 
-typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_DEAD, RD_LAST } rd_state_t;
+typedef enum {
+  RD_HEADER,
+  RD_BODY,
+  RD_PAYLOAD,
+  RD_TAG,
+  RD_DEAD,
+  RD_LAST
+} rd_state_t;
 
 struct ws_frame_reader_s {
   rd_state_t state;
@@ -33,6 +41,8 @@ struct ws_frame_reader_s {
   size_t need; /* bytes of buf this frame needs */
   ws_frame_t cur;
   uint32_t payload_done;
+  uint8_t tag[WS_PAYLOAD_TAG_LEN]; /* a sealed payload's tag */
+  size_t tag_have;
   int err;
 };
 
@@ -192,6 +202,22 @@ int ws_frame_reader_feed(ws_frame_reader_t *r, const uint8_t *data, size_t len,
       return reader_fail(r, rc);
     r->state = RD_BODY;
   }
+  if (r->state == RD_TAG) {
+    size_t n = WS_PAYLOAD_TAG_LEN - r->tag_have;
+
+    if (n > len)
+      n = len;
+    memcpy(r->tag + r->tag_have, data, n);
+    r->tag_have += n;
+    *used = n;
+    if (r->tag_have == WS_PAYLOAD_TAG_LEN) {
+      ev->kind = WS_FRAME_EV_TAG;
+      ev->data = r->tag;
+      ev->len = WS_PAYLOAD_TAG_LEN;
+      r->state = RD_HEADER;
+    }
+    return 0;
+  }
   if (r->state == RD_BODY) {
     pos += reader_fill(r, data + pos, len - pos);
     *used = pos;
@@ -218,8 +244,10 @@ int ws_frame_reader_feed(ws_frame_reader_t *r, const uint8_t *data, size_t len,
     ev->payload_off = r->payload_done;
     r->payload_done += (uint32_t)n;
     ev->payload_last = r->payload_done == r->cur.payload_len;
-    if (ev->payload_last)
-      r->state = RD_HEADER;
+    if (ev->payload_last) {
+      r->state = (r->cur.flags & WS_FRAME_F_SEALED) ? RD_TAG : RD_HEADER;
+      r->tag_have = 0;
+    }
     pos += n;
   }
   *used = pos;

@@ -7,6 +7,8 @@
  *   AUTH mac (initiator) = HMAC-SHA512-256(auth_key, "ws-auth-i" || H_i || H_r)
  *   AUTH mac (responder) = HMAC-SHA512-256(auth_key, "ws-auth-r" || H_i || H_r)
  *   key i->r = BLAKE2b-256(key=sess_key, "ws-i2r" || H_i || H_r), r->i alike.
+ *   payload key i->r = BLAKE2b-256(key=sess_key, "ws-pi2r" || H_i || H_r),
+ *   r->i alike; used only when both HELLOs say v >= 2 (sealed payloads).
  * Frame MAC = HMAC-SHA512-256(dir key, seq BE64 || header || body).
  * A side without the cluster key sees only HELLOs: the responder verifies
  * the initiator's AUTH before sending its own, and nothing else is accepted
@@ -26,6 +28,8 @@
 #define HS_LABEL_R "ws-auth-r"
 #define HS_SESS_I2R "ws-i2r"
 #define HS_SESS_R2I "ws-r2i"
+#define HS_PAYLOAD_I2R "ws-pi2r"
+#define HS_PAYLOAD_R2I "ws-pr2i"
 
 int ws_hs_init_nonce(ws_hs_t *hs, const uint8_t key[WS_CLUSTER_KEY_LEN],
                      bool initiator, const uint8_t nonce[WS_HS_NONCE_LEN]) {
@@ -72,7 +76,7 @@ int ws_hs_hello_encode(ws_hs_t *hs, const ws_hello_t *info, ws_pbuf_t *out) {
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_HELLO;
   m.u.hello = *info;
-  m.u.hello.version = WS_PROTO_VERSION;
+  m.u.hello.version = WS_HELLO_VERSION;
   memcpy(m.u.hello.nonce, hs->my_nonce, WS_HS_NONCE_LEN);
   rc = ws_msg_encode(&m, out);
   if (rc < 0)
@@ -98,8 +102,9 @@ int ws_hs_hello_recv(ws_hs_t *hs, const ws_frame_t *f, ws_hello_t *out) {
   rc = ws_msg_decode(f, &m);
   if (rc < 0)
     return rc;
-  /* "v" is the highest version the peer speaks; we speak 1 and newer peers
-   * must fall back to it, so only versions below ours are refused. */
+  /* "v" is the highest version the peer speaks; both use the lower of the
+   * two. Version 1 peers (payloads in clear) are still accepted: the HELLOs
+   * are bound into both AUTHs, so nobody on the path can lower it. */
   if (m.u.hello.version < WS_PROTO_VERSION)
     return WS_EVERSION;
   hs_hash_frame(f, h);
@@ -110,6 +115,7 @@ int ws_hs_hello_recv(ws_hs_t *hs, const ws_frame_t *f, ws_hello_t *out) {
   if (sodium_memcmp(m.u.hello.nonce, hs->my_nonce, WS_HS_NONCE_LEN) == 0)
     return WS_EAUTH;
   memcpy(hs->peer_hello_hash, h, 32);
+  hs->peer_version = m.u.hello.version;
   hs->hello_recvd = true;
   *out = m.u.hello;
   return 0;
@@ -192,6 +198,11 @@ int ws_hs_session(ws_hs_t *hs, ws_session_t *out) {
   memset(&s, 0, sizeof(s));
   hs_sess_key(hs, hs->initiator ? HS_SESS_I2R : HS_SESS_R2I, s.tx_key);
   hs_sess_key(hs, hs->initiator ? HS_SESS_R2I : HS_SESS_I2R, s.rx_key);
+  s.sealed = hs->peer_version >= WS_HELLO_VERSION_SEALED;
+  if (s.sealed) {
+    hs_sess_key(hs, hs->initiator ? HS_PAYLOAD_I2R : HS_PAYLOAD_R2I, s.tx_pkey);
+    hs_sess_key(hs, hs->initiator ? HS_PAYLOAD_R2I : HS_PAYLOAD_I2R, s.rx_pkey);
+  }
   *out = s;
   sodium_memzero(&s, sizeof(s));
   sodium_memzero(hs->auth_key, sizeof(hs->auth_key));

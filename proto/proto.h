@@ -1,10 +1,11 @@
 /* proto.h - weightswarm wire protocol: frames, messages, handshake, limits.
  *
  * Pure library: no sockets, no files, no clocks, no threads of its own. Every
- * function is safe to call from a loop thread (the only CPU work is msgpack
- * encode/decode of small bodies and HMAC over control frames, never over chunk
- * payloads). Objects belong to one thread at a time. docs/protocol.md is the
- * normative description of the bytes; this header is the C view of it.
+ * function is safe to call from a loop thread (the CPU work is msgpack
+ * encode/decode of small bodies, HMAC over control frames, and AES-256-GCM
+ * over sealed payloads at a few GB/s; never a hash over chunk payloads).
+ * Objects belong to one thread at a time. docs/protocol.md is the normative
+ * description of the bytes; this header is the C view of it.
  *
  * Frame on the wire (all integers big-endian):
  *
@@ -12,7 +13,9 @@
  *   | "WS" | ver | type | flags | 0 0 0 | body_len | payload_len |
  *   then body_len bytes of msgpack (one map with short string keys),
  *   then 32 bytes MAC if flags & WS_FRAME_F_MAC,
- *   then payload_len raw bytes (CHUNK and MANIFEST only; never msgpack).
+ *   then payload_len raw bytes (CHUNK and MANIFEST only; never msgpack),
+ *   then a 16-byte tag if flags & WS_FRAME_F_SEALED and payload_len > 0
+ *   (the payload is then AES-256-GCM ciphertext: ws_payload_aead_t).
  *
  * Ownership convention: "borrows" = pointer must stay valid for the call
  * only; "takes" = callee frees; "returns-new" = caller frees with the named
@@ -31,11 +34,17 @@
 
 /* ---- constants and limits (a remote can grow nothing beyond these) ---- */
 
-#define WS_PROTO_VERSION 1     /* frame header version byte and HELLO "v" */
-#define WS_FRAME_HDR_LEN 16    /* fixed header */
-#define WS_FRAME_MAC_LEN 32    /* crypto_auth_hmacsha512256_BYTES */
-#define WS_FRAME_F_MAC 0x01    /* flags: 32-byte MAC follows the body */
-#define WS_PROTO_DIGEST_LEN 32 /* raw sha256 of the manifest bytes */
+#define WS_PROTO_VERSION 1 /* frame header version byte */
+/* HELLO "v": the highest protocol version this side speaks. Version 2 adds
+ * sealed payloads; both sides use the lower of their two versions. */
+#define WS_HELLO_VERSION 2
+#define WS_HELLO_VERSION_SEALED 2 /* first version with sealed payloads */
+#define WS_FRAME_HDR_LEN 16       /* fixed header */
+#define WS_FRAME_MAC_LEN 32       /* crypto_auth_hmacsha512256_BYTES */
+#define WS_FRAME_F_MAC 0x01       /* flags: 32-byte MAC follows the body */
+#define WS_FRAME_F_SEALED 0x02    /* flags: payload encrypted, tag follows it */
+#define WS_PAYLOAD_TAG_LEN 16     /* AES-256-GCM tag after a sealed payload */
+#define WS_PROTO_DIGEST_LEN 32    /* raw sha256 of the manifest bytes */
 #define WS_HS_NONCE_LEN 32
 #define WS_CLUSTER_KEY_LEN 32
 
@@ -162,7 +171,7 @@ uint32_t ws_bitfield_next_clear(const ws_bitfield_t *bf, uint32_t from);
 
 /* ---- message structs ---- */
 typedef struct {
-  uint32_t version; /* WS_PROTO_VERSION */
+  uint32_t version; /* WS_HELLO_VERSION (the sender's highest) */
   uint8_t nonce[WS_HS_NONCE_LEN];
   char node_id[WS_NODE_ID_MAX + 1]; /* non-empty */
   uint16_t port;                    /* listen port, 0 = none */
@@ -369,6 +378,9 @@ typedef enum {
   WS_FRAME_EV_FRAME,    /* ev.frame is a complete frame (payload follows
                            as PAYLOAD events when payload_len > 0) */
   WS_FRAME_EV_PAYLOAD,  /* ev.data/ev.len: next payload piece */
+  WS_FRAME_EV_TAG,      /* ev.data: the WS_PAYLOAD_TAG_LEN-byte tag after a
+                           sealed payload (points into the reader; valid
+                           until the next feed) */
   WS_FRAME_EV_LAST
 } ws_frame_ev_kind_t;
 
@@ -435,8 +447,13 @@ int ws_msgpack_scan(const uint8_t *buf, size_t len) WS_MUST_USE;
 typedef struct {
   uint8_t tx_key[32];
   uint8_t rx_key[32];
+  uint8_t tx_pkey[32]; /* payload AEAD keys (sealed sessions) */
+  uint8_t rx_pkey[32];
   uint64_t tx_seq; /* next sequence number to seal */
   uint64_t rx_seq; /* next sequence number expected */
+  /* Both HELLOs said >= WS_HELLO_VERSION_SEALED: every CHUNK and MANIFEST
+   * payload is encrypted and authenticated (ws_payload_aead_t). */
+  bool sealed;
 } ws_session_t;
 
 typedef struct {
@@ -445,6 +462,7 @@ typedef struct {
   uint8_t my_nonce[WS_HS_NONCE_LEN];
   uint8_t my_hello_hash[32];   /* BLAKE2b-256 of our HELLO frame */
   uint8_t peer_hello_hash[32]; /* BLAKE2b-256 of the peer's HELLO frame */
+  uint32_t peer_version;       /* the peer's HELLO "v" */
   bool initiator;
   bool hello_sent, hello_recvd, auth_sent, auth_recvd;
 } ws_hs_t;
@@ -486,5 +504,35 @@ int ws_frame_seal(ws_session_t *s, ws_pbuf_t *out, size_t off) WS_MUST_USE;
 int ws_frame_open(ws_session_t *s, const ws_frame_t *f) WS_MUST_USE;
 /* Wipes keys. */
 void ws_session_wipe(ws_session_t *s);
+
+/* ---- sealed payloads (OpenSSL EVP AES-256-GCM, streaming) ----
+ *
+ * In a sealed session every CHUNK and MANIFEST payload is AES-256-GCM
+ * ciphertext under the direction's payload key, with a 16-byte tag after
+ * it; the frame header carries WS_FRAME_F_SEALED. The IV is 4 zero bytes
+ * || BE64 of the carrying frame's sequence number (unique per key: one
+ * payload per frame, keys fresh per connection), the AAD is that frame's
+ * 16-byte header (type, flags, lengths). A payload streams: begin with the
+ * frame, update piece by piece (in place allowed), then the tag. One
+ * object per direction of a connection; it holds one EVP context. */
+typedef struct ws_payload_aead_s ws_payload_aead_t;
+
+/* Returns-new for key (32 bytes, borrowed: the schedule is kept, the caller
+ * wipes its copy); encrypt or decrypt. NULL on ENOMEM or an OpenSSL
+ * failure. */
+ws_payload_aead_t *ws_payload_aead_new(const uint8_t key[32], bool encrypt);
+void ws_payload_aead_free(ws_payload_aead_t *a);
+/* Starts the payload of the frame with sequence number seq and header hdr
+ * (WS_FRAME_HDR_LEN bytes, borrowed). */
+int ws_payload_aead_begin(ws_payload_aead_t *a, uint64_t seq,
+                          const uint8_t *hdr) WS_MUST_USE;
+/* Encrypts or decrypts len bytes from in to out (out == in allowed). */
+int ws_payload_aead_update(ws_payload_aead_t *a, const uint8_t *in,
+                           uint8_t *out, size_t len) WS_MUST_USE;
+/* Encrypting: writes the tag. Decrypting: checks tag (borrowed) in constant
+ * time, WS_EAUTH when it does not match (the plaintext handed out so far
+ * must then be thrown away). */
+int ws_payload_aead_final(ws_payload_aead_t *a,
+                          uint8_t tag[WS_PAYLOAD_TAG_LEN]) WS_MUST_USE;
 
 #endif

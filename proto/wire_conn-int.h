@@ -26,6 +26,8 @@ typedef struct wire_item_s {
   uv_write_t req;
   ws_pbuf_t pb;    /* frame bytes (owned) */
   const void *raw; /* payload piece (borrowed), or NULL for a frame */
+  uint8_t *sealed; /* raw's ciphertext (+ the tag after the last piece),
+                      owned; what is written instead of raw */
   size_t len;
   wire_conn_raw_cb done;
   void *arg;
@@ -50,15 +52,19 @@ struct wire_conn_s {
   bool in_process;
   bool drain_wanted;
   bool rx_payload_user; /* current inbound payload goes to on_payload */
+  bool rx_sealed;       /* ... and is decrypted (tag check before last) */
+  bool tx_sealed;       /* the open outbound payload is encrypted */
   wire_conn_cfg_t cfg;  /* key wiped once the handshake is set up */
   wire_conn_cbs_t cbs;
   void *user;
   uint16_t port;
   ws_hs_t hs;
   ws_session_t sess;
-  ws_frame_reader_t *rd; /* owned */
-  uint8_t *rbuf;         /* owned, WIRE_READ_BUF_BYTES; NULL when drained */
-  size_t rpos, rlen;     /* undelivered input is rbuf[rpos, rlen) */
+  ws_payload_aead_t *tx_aead, *rx_aead; /* owned; sealed sessions only */
+  uint32_t rx_payload_len;              /* of the inbound payload */
+  ws_frame_reader_t *rd;                /* owned */
+  uint8_t *rbuf;     /* owned, WIRE_READ_BUF_BYTES; NULL when drained */
+  size_t rpos, rlen; /* undelivered input is rbuf[rpos, rlen) */
   wire_item_t *held_head, *held_tail; /* frames behind the open payload */
   uint64_t payload_left;              /* outbound payload bytes still owed */
   unsigned writes_inflight;

@@ -96,6 +96,8 @@ static void conn_free(wire_conn_t *c) {
   wire_io_conn_freed(c);
   ws_hs_wipe(&c->hs);
   ws_session_wipe(&c->sess);
+  ws_payload_aead_free(c->tx_aead);
+  ws_payload_aead_free(c->rx_aead);
   sodium_memzero(c->cfg.key, sizeof(c->cfg.key));
   free(c);
 }

@@ -26,6 +26,15 @@
  * Sending: every item is handed to uv_write at once (libuv keeps them in
  * order) except frames sent while an outbound payload is open: those are
  * sealed in call order and held until the payload's last byte is queued.
+ *
+ * Sealed payloads (both HELLOs v >= 2, docs/protocol.md section 4): each
+ * piece the caller gives is encrypted into a buffer of its own (the
+ * caller's buffer may be going to several neighbours at once), and the tag
+ * rides after the last piece. Inbound pieces are decrypted in place in
+ * rbuf before on_payload sees them, and the payload's last call (len 0,
+ * last set) comes only once its tag has checked; a tag that fails closes
+ * the connection with WS_EAUTH, so nothing altered on the path is ever
+ * handed over as complete.
  * sendq_bytes counts everything queued and not yet written; frames are
  * refused past sendq_max_bytes, raw payload pieces never (their memory is
  * the caller's).
@@ -36,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 /* A frame never exceeds header + WS_MAX_BODY + MAC; the encoder enforces the
  * body limit itself, so the pbuf cap only has to leave room for it. */
 #define WIRE_FRAME_MAX (WS_FRAME_HDR_LEN + WS_MAX_BODY + WS_FRAME_MAC_LEN)
@@ -44,6 +55,7 @@
 
 static void item_free(wire_item_t *it) {
   ws_pbuf_free(&it->pb);
+  free(it->sealed);
   free(it);
 }
 
@@ -85,8 +97,9 @@ static int io_write(wire_conn_t *c, wire_item_t *it) {
   uv_buf_t b;
   int rc;
 
-  b = uv_buf_init(it->raw != NULL ? (char *)(uintptr_t)it->raw
-                                  : (char *)it->pb.data,
+  b = uv_buf_init(it->sealed != NULL ? (char *)it->sealed
+                  : it->raw != NULL  ? (char *)(uintptr_t)it->raw
+                                     : (char *)it->pb.data,
                   (unsigned)it->len);
   it->req.data = it;
   rc = uv_write(&it->req, (uv_stream_t *)&c->tcp, &b, 1, io_on_write);
@@ -176,6 +189,22 @@ static int io_flush_held(wire_conn_t *c) {
   return 0;
 }
 
+/* The direction's AEAD context, made at its first sealed payload: a
+ * connection that never carries one (every tracker link) costs none. The
+ * key is wiped from the session once the context holds it. */
+static int io_aead(wire_conn_t *c, bool tx) {
+  ws_payload_aead_t **a = tx ? &c->tx_aead : &c->rx_aead;
+  uint8_t *key = tx ? c->sess.tx_pkey : c->sess.rx_pkey;
+
+  if (*a != NULL)
+    return 0;
+  *a = ws_payload_aead_new(key, tx);
+  if (*a == NULL)
+    return -ENOMEM;
+  sodium_memzero(key, 32);
+  return 0;
+}
+
 int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   wire_item_t *it;
   bool payload;
@@ -191,6 +220,12 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   rc = io_frame_build(c, msg, false, &it);
   if (rc < 0)
     return rc;
+  uint64_t plen = !payload                    ? 0
+                  : msg->type == WS_MSG_CHUNK ? msg->u.chunk.len
+                                              : msg->u.manifest.len;
+  bool sealed = plen > 0 && c->sess.sealed;
+  if (sealed)
+    it->pb.data[4] |= WS_FRAME_F_SEALED;
   /* Cap check before sealing: a refused frame must not use a sequence
    * number. A frame always fits into an empty queue. */
   if (c->st.sendq_bytes > 0 &&
@@ -200,9 +235,16 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
     c->drain_wanted = true;
     return WS_ELIMIT;
   }
+  uint64_t seq = c->sess.tx_seq;
   rc = ws_frame_seal(&c->sess, &it->pb, 0);
+  if (rc == 0 && sealed)
+    rc = io_aead(c, true);
+  if (rc == 0 && sealed)
+    rc = ws_payload_aead_begin(c->tx_aead, seq, it->pb.data);
   if (rc < 0) {
     item_free(it);
+    if (sealed)
+      wire_conn_close(c, rc); /* the sequence number is spent */
     return rc;
   }
   rc = io_enqueue_frame(c, it);
@@ -212,9 +254,32 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   }
   /* Only after the header itself is queued, or it would be held back
    * behind its own payload. */
-  if (payload)
-    c->payload_left =
-        msg->type == WS_MSG_CHUNK ? msg->u.chunk.len : msg->u.manifest.len;
+  if (payload) {
+    c->payload_left = plen;
+    c->tx_sealed = sealed;
+  }
+  return 0;
+}
+
+/* Encrypts it's piece into it->sealed, with the tag after the payload's
+ * last piece. */
+static int io_seal_piece(wire_conn_t *c, wire_item_t *it) {
+  bool last = it->len == c->payload_left;
+  size_t n = it->len + (last ? WS_PAYLOAD_TAG_LEN : 0);
+  int rc;
+
+  it->sealed = malloc(n);
+  if (it->sealed == NULL)
+    return -ENOMEM;
+  rc = ws_payload_aead_update(c->tx_aead, it->raw, it->sealed, it->len);
+  if (rc == 0 && last)
+    rc = ws_payload_aead_final(c->tx_aead, it->sealed + it->len);
+  if (rc < 0) {
+    free(it->sealed);
+    it->sealed = NULL;
+    return rc;
+  }
+  it->len = n;
   return 0;
 }
 
@@ -236,17 +301,27 @@ int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
   it->len = len;
   it->done = done;
   it->arg = arg;
-  c->st.sendq_bytes += len;
+  if (c->tx_sealed) {
+    rc = io_seal_piece(c, it);
+    if (rc < 0) {
+      free(it);
+      wire_conn_close(c, rc);
+      return rc;
+    }
+  }
+  c->st.sendq_bytes += it->len;
   if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
     c->drain_wanted = true;
   rc = io_write(c, it);
   if (rc < 0) {
+    free(it->sealed);
     free(it); /* the buffer stays the caller's; no done callback */
     wire_conn_close(c, rc);
     return rc;
   }
   c->payload_left -= len;
   if (c->payload_left == 0) {
+    c->tx_sealed = false;
     rc = io_flush_held(c);
     if (rc < 0)
       wire_conn_close(c, rc); /* this piece is queued: done still runs */
@@ -464,16 +539,63 @@ static int io_open_frame(wire_conn_t *c, const ws_frame_t *f) {
   if (rc < 0)
     return rc;
   c->rx_payload_user = false;
+  c->rx_sealed = false;
+  bool sealed = f->payload_len > 0 && (f->flags & WS_FRAME_F_SEALED) != 0;
   if (!ws_msg_type_known(f->type))
-    return 0; /* newer peer: skip body and payload */
+    return 0; /* newer peer: skip body and payload (and tag) */
+  /* A sealed session carries no payload in clear, and the other not one
+   * sealed: neither side may choose otherwise per frame. */
+  if (f->payload_len > 0 && sealed != c->sess.sealed)
+    return WS_EPROTO;
   if (f->type == WS_MSG_HELLO || f->type == WS_MSG_AUTH)
     return WS_EPROTO;
   rc = ws_msg_decode(f, &m);
   if (rc < 0)
     return rc;
-  c->rx_payload_user = f->payload_len > 0;
+  c->rx_payload_user = f->payload_len > 0 && c->cbs.on_payload != NULL;
+  c->rx_payload_len = f->payload_len;
+  if (c->rx_payload_user && sealed) {
+    rc = io_aead(c, false);
+    if (rc == 0)
+      rc = ws_payload_aead_begin(c->rx_aead, c->sess.rx_seq - 1, f->hdr);
+    if (rc < 0) {
+      ws_msg_free(&m);
+      return rc;
+    }
+    c->rx_sealed = true;
+  }
   c->cbs.on_frame(c, &m);
   ws_msg_free(&m);
+  return 0;
+}
+
+/* A piece of the inbound payload: decrypted in place (ev->data is in our
+ * own rbuf) when sealed; a sealed payload's last piece is not "last" yet. */
+static int io_payload_piece(wire_conn_t *c, const ws_frame_ev_t *ev) {
+  if (c->rx_sealed) {
+    uint8_t *p = c->rbuf + (ev->data - c->rbuf);
+    int rc = ws_payload_aead_update(c->rx_aead, p, p, ev->len);
+
+    if (rc < 0)
+      return rc;
+    c->cbs.on_payload(c, p, ev->len, ev->payload_off, false);
+    return 0;
+  }
+  c->cbs.on_payload(c, ev->data, ev->len, ev->payload_off, ev->payload_last);
+  return 0;
+}
+
+/* The tag after a sealed payload: the payload is complete only if it
+ * checks. */
+static int io_payload_tag(wire_conn_t *c, const ws_frame_ev_t *ev) {
+  static const uint8_t none[1];
+  uint8_t tag[WS_PAYLOAD_TAG_LEN];
+
+  memcpy(tag, ev->data, sizeof(tag));
+  c->rx_sealed = false;
+  if (ws_payload_aead_final(c->rx_aead, tag) < 0)
+    return WS_EAUTH;
+  c->cbs.on_payload(c, none, 0, c->rx_payload_len, true);
   return 0;
 }
 
@@ -498,8 +620,11 @@ void wire_io_process(wire_conn_t *c) {
       rc = c->state == WC_HANDSHAKE ? io_handshake_frame(c, &ev.frame)
                                     : io_open_frame(c, &ev.frame);
     } else if (rc == 0 && ev.kind == WS_FRAME_EV_PAYLOAD &&
-               c->rx_payload_user && c->cbs.on_payload != NULL) {
-      c->cbs.on_payload(c, ev.data, ev.len, ev.payload_off, ev.payload_last);
+               c->rx_payload_user) {
+      rc = io_payload_piece(c, &ev);
+    } else if (rc == 0 && ev.kind == WS_FRAME_EV_TAG && c->rx_payload_user &&
+               c->rx_sealed) {
+      rc = io_payload_tag(c, &ev);
     }
     if (rc < 0) {
       wire_conn_close(c, rc);

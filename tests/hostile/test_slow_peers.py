@@ -23,7 +23,6 @@ longer than the bound (for ever, or until the stall fallback at
 --stall-timeout).
 """
 import os
-import socket
 import struct
 import subprocess
 import threading
@@ -44,9 +43,7 @@ def bound(clean_s):
 
 def send_header(c, type_, body, plen):
     """A frame announcing a payload of plen bytes, none of which is sent."""
-    f = wsproto.frame(type_, body, flags=1, payload_len=plen)
-    c.s.sendall(f + wsproto.mac(c.k_tx, struct.pack(">Q", c.seq_tx) + f))
-    c.seq_tx += 1
+    c.send_header(type_, body, plen)
 
 
 def refuse_manifest(c, b):
@@ -56,17 +53,10 @@ def refuse_manifest(c, b):
 
 
 def keyed(port, key, node_id, rcvbuf=None):
-    c = wsproto.Conn.__new__(wsproto.Conn)
-    s = socket.socket()
-    if rcvbuf is not None:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    s.settimeout(10)
-    s.connect(("127.0.0.1", port))
-    c.s, c.key, c.id, c.listen_port, c.buf = s, wsproto.read_key(key), node_id, 0, b""
-    c.k_tx = c.k_rx = None
-    c.seq_tx = c.seq_rx = 0
-    c.payload_bytes = 0
+    c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id=node_id,
+                     rcvbuf=rcvbuf)
     assert c.handshake(), node_id
+    assert c.sealed, "p2pd speaks version 2: payloads sealed"
     return c
 
 

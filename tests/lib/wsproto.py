@@ -1,6 +1,6 @@
 """An independent Python implementation of the weightswarm wire protocol
 (docs/protocol.md): frames, the HELLO/AUTH handshake with the cluster key,
-per-frame MACs. Used by the fault tests to play hostile or broken peers:
+per-frame MACs, sealed (AES-256-GCM) payloads. Used by the fault tests to play hostile or broken peers:
 a client without the key, a peer that announces and then never answers;
 and by the swarm tests to serve a p2pd by hand.
 """
@@ -11,6 +11,7 @@ import socket
 import struct
 
 import msgpack
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 HDR = struct.Struct(">2sBBB3xII")
 T = dict(HELLO=1, AUTH=2, ERROR=3, GOODBYE=4, ANNOUNCE=16, ANNOUNCE_REPLY=17,
@@ -29,6 +30,14 @@ def mac(key, msg):
     return hmac.new(key, msg, hashlib.sha512).digest()[:32]
 
 
+SEALED = 0x02  # frame flag: the payload is AES-256-GCM, a 16-byte tag follows
+TAG = 16
+
+
+def payload_iv(seq):
+    return bytes(4) + struct.pack(">Q", seq)
+
+
 def frame(type_, body, flags=0, payload_len=0):
     b = msgpack.packb(body, use_bin_type=True)
     return HDR.pack(b"WS", 1, type_, flags, len(b), payload_len) + b
@@ -40,13 +49,26 @@ class Closed(Exception):
 
 class Conn:
     """A blocking client connection. handshake() with any key (the right
-    one, or a wrong one to play an outsider)."""
+    one, or a wrong one to play an outsider). version 2 (the default) seals
+    payloads when the other side speaks 2 too; 1 plays an older peer.
+    source: a local address to connect from (e.g. "127.0.0.2", to play a
+    node on another host)."""
 
-    def __init__(self, host, port, key, node_id="pytest", listen_port=0, timeout=10):
-        self.s = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host, port, key, node_id="pytest", listen_port=0, timeout=10,
+                 version=2, source=None, rcvbuf=None):
+        self.s = socket.socket()
+        if rcvbuf is not None:
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source:
+            self.s.bind((source, 0))
+        self.s.settimeout(timeout)
+        self.s.connect((host, port))
         self.key = key
         self.id = node_id
         self.listen_port = listen_port
+        self.version = version
+        self.sealed = False  # both HELLOs said v >= 2
+        self.p_tx = self.p_rx = None
         self.buf = b""
         self.k_tx = self.k_rx = None
         self.seq_tx = self.seq_rx = 0
@@ -69,6 +91,7 @@ class Conn:
         if magic != b"WS":
             raise ValueError("bad magic")
         body = self._read(blen)
+        seq = self.seq_rx
         if flags & 1:
             m = self._read(32)
             if self.k_rx is not None:
@@ -77,15 +100,39 @@ class Conn:
                     raise ValueError("bad MAC from the other side")
                 self.seq_rx += 1
         payload = self._read(plen) if plen else b""
+        if plen and flags & SEALED:
+            tag = self._read(TAG)
+            payload = AESGCM(self.p_rx).decrypt(payload_iv(seq), payload + tag, hdr)
         self.payload_bytes += plen
         return type_, msgpack.unpackb(body, raw=False, strict_map_key=False), payload
 
-    def send(self, type_, body, payload=b""):
-        """Sends one frame; payload (CHUNK, MANIFEST) follows the MAC raw."""
+    def header(self, type_, body, plen):
+        """A frame for this session (MAC flag, and SEALED when it carries a
+        payload in a sealed session), without its MAC."""
+        return frame(type_, body, flags=1 | (SEALED if self.sealed and plen else 0),
+                     payload_len=plen)
+
+    def send_header(self, type_, body, plen):
+        """A frame announcing a payload of plen bytes, none of which is sent
+        (the caller sends them, or not, raw on self.s)."""
+        f = self.header(type_, body, plen)
+        self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f))
+        self.seq_tx += 1
+
+    def send(self, type_, body, payload=b"", tamper=None):
+        """Sends one frame; payload (CHUNK, MANIFEST) follows the MAC, sealed
+        when the session is. tamper(bytes) -> bytes, if given, alters the
+        payload as it would leave (sealed: the ciphertext), playing someone
+        on the path."""
         if self.k_tx is None:
             self.s.sendall(frame(type_, body, payload_len=len(payload)) + payload)
             return
-        f = frame(type_, body, flags=1, payload_len=len(payload))
+        seal = self.sealed and len(payload) > 0
+        f = self.header(type_, body, len(payload))
+        if seal:
+            payload = AESGCM(self.p_tx).encrypt(payload_iv(self.seq_tx), payload, f[:16])
+        if tamper is not None:
+            payload = tamper(payload)
         self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f) + payload)
         self.seq_tx += 1
 
@@ -93,7 +140,7 @@ class Conn:
         """Runs the initiator side. Returns True when both AUTHs checked;
         False when the other side closed (as it must for a wrong key)."""
         nonce = os.urandom(32)
-        hello = frame(T["HELLO"], {"v": 1, "n": nonce, "id": self.id,
+        hello = frame(T["HELLO"], {"v": self.version, "n": nonce, "id": self.id,
                                    "port": self.listen_port, "role": role, "zone": ""})
         self.s.sendall(hello)
         try:
@@ -102,6 +149,7 @@ class Conn:
             body = self._read(blen)
             if type_ != T["HELLO"]:
                 return False
+            their_v = msgpack.unpackb(body, raw=False).get("v", 1)
             h_i = hashlib.blake2b(hello, digest_size=32).digest()
             h_r = hashlib.blake2b(hdr + body, digest_size=32).digest()
             ak, sk = kdf(self.key, 1), kdf(self.key, 2)
@@ -114,6 +162,12 @@ class Conn:
             return False
         self.k_tx = hashlib.blake2b(b"ws-i2r" + h_i + h_r, digest_size=32, key=sk).digest()
         self.k_rx = hashlib.blake2b(b"ws-r2i" + h_i + h_r, digest_size=32, key=sk).digest()
+        self.sealed = min(self.version, their_v) >= 2
+        if self.sealed:
+            self.p_tx = hashlib.blake2b(b"ws-pi2r" + h_i + h_r, digest_size=32,
+                                        key=sk).digest()
+            self.p_rx = hashlib.blake2b(b"ws-pr2i" + h_i + h_r, digest_size=32,
+                                        key=sk).digest()
         return True
 
     def close(self):

@@ -14,6 +14,7 @@ import sys
 
 import msgpack
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 # The independent Python implementation of docs/protocol.md, shared with the
 # fault suite's hostile peers.
@@ -179,9 +180,9 @@ def test_handshake_known_answers():
     kv = dict(line.split("=", 1) for line in r.stdout.split())
     key = bytes(range(32))
     # HELLO frames byte-identical to an independent encoding.
-    hello_i = frame(T["HELLO"], {"v": 1, "n": b"\x11" * 32, "id": "init",
+    hello_i = frame(T["HELLO"], {"v": 2, "n": b"\x11" * 32, "id": "init",
                                  "port": 1000, "role": 0, "zone": ""})
-    hello_r = frame(T["HELLO"], {"v": 1, "n": b"\x22" * 32, "id": "resp",
+    hello_r = frame(T["HELLO"], {"v": 2, "n": b"\x22" * 32, "id": "resp",
                                  "port": 2000, "role": 0, "zone": ""})
     assert kv["hello_i"] == hello_i.hex()
     assert kv["hello_r"] == hello_r.hex()
@@ -199,3 +200,13 @@ def test_handshake_known_answers():
         hdr = HDR.pack(b"WS", 1, T["GOODBYE"], 1, len(body), 0)
         mac = auth(k_i2r, struct.pack(">Q", seq) + hdr + body)
         assert kv[f"sealed{seq}"] == (hdr + body + mac).hex()
+    # A sealed CHUNK payload (both HELLOs v=2): AES-256-GCM under the
+    # direction's payload key, IV = 4 zero bytes || BE64(seq of the frame),
+    # AAD = the frame's 16-byte header, tag after the payload.
+    p_i2r = hashlib.blake2b(b"ws-pi2r" + hi + hr, digest_size=32, key=sk).digest()
+    text = b"weights, in two pieces"
+    body = msgpack.packb({"d": b"\xab" * 32, "c": 7, "id": 0}, use_bin_type=True)
+    hdr = HDR.pack(b"WS", 1, T["CHUNK"], 3, len(body), len(text))
+    mac = auth(k_i2r, struct.pack(">Q", 2) + hdr + body)
+    sealed = AESGCM(p_i2r).encrypt(bytes(4) + struct.pack(">Q", 2), text, hdr)
+    assert kv["sealed_chunk"] == (hdr + body + mac + sealed).hex()
