@@ -242,23 +242,38 @@ static void conn_limit_unsent(wire_conn_t *c) {
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v));
 }
 
+/* The numeric address of sa into peer.addr and its port. An IPv4 client
+ * of a dual-stack listener is written as IPv4 ("10.0.0.5", not
+ * "::ffff:10.0.0.5"): a node is its id at its address (bans, neighbour
+ * lookups), so one host must always be written one way. */
+static void conn_addr_name(wire_conn_t *c, const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+      struct sockaddr_in a4;
+      memset(&a4, 0, sizeof(a4));
+      a4.sin_family = AF_INET;
+      memcpy(&a4.sin_addr, a6->sin6_addr.s6_addr + 12, 4);
+      uv_ip4_name(&a4, c->peer.addr, sizeof(c->peer.addr));
+    } else {
+      uv_ip6_name(a6, c->peer.addr, sizeof(c->peer.addr));
+    }
+    c->peer.addr_port = ntohs(a6->sin6_port);
+  } else {
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+    uv_ip4_name(a4, c->peer.addr, sizeof(c->peer.addr));
+    c->peer.addr_port = ntohs(a4->sin_port);
+  }
+}
+
 /* TCP is up (either role): record the remote address, handshake. */
 static int conn_established(wire_conn_t *c) {
   struct sockaddr_storage ss;
   int len = sizeof(ss);
   int rc;
 
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-    if (ss.ss_family == AF_INET6) {
-      struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-      uv_ip6_name(a6, c->peer.addr, sizeof(c->peer.addr));
-      c->peer.addr_port = ntohs(a6->sin6_port);
-    } else {
-      struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-      uv_ip4_name(a4, c->peer.addr, sizeof(c->peer.addr));
-      c->peer.addr_port = ntohs(a4->sin_port);
-    }
-  }
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+    conn_addr_name(c, (const struct sockaddr *)&ss);
   /* Control frames are small and latency-bound; payloads are large writes
    * that Nagle would not help either. */
   (void)uv_tcp_nodelay(&c->tcp, 1);
@@ -289,12 +304,7 @@ static void conn_on_connect(uv_connect_t *req, int status) {
 
 static int conn_start_connect(wire_conn_t *c, const struct sockaddr *sa) {
   c->creq.data = c;
-  if (sa->sa_family == AF_INET6)
-    uv_ip6_name((const struct sockaddr_in6 *)sa, c->peer.addr,
-                sizeof(c->peer.addr));
-  else
-    uv_ip4_name((const struct sockaddr_in *)sa, c->peer.addr,
-                sizeof(c->peer.addr));
+  conn_addr_name(c, sa);
   c->peer.addr_port = c->port;
   wire_conn_set_state(c, WC_CONNECTING);
   return uv_tcp_connect(&c->creq, &c->tcp, sa, conn_on_connect);

@@ -67,6 +67,7 @@ struct peer_release_s {
   int mpeer_tried;
   int mpeer_waiting; /* the swarm will answer the manifest ask */
   char mpeer[129];
+  char mpeer_host[64]; /* its address (bans are bound to it) */
 };
 
 static inline int peer_rel_terminal(peer_release_state_t s) {

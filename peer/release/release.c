@@ -488,7 +488,7 @@ static void rel_parse_bad_peer(peer_release_t *rel, int rc) {
            rel->digest_str,
            rc != 0 ? ws_strerror(rc) : "hashes to another digest");
   if (rel->t->swarm != NULL)
-    peer_swarm_ban_node(rel->t->swarm, rel->mpeer, msg);
+    peer_swarm_ban_node(rel->t->swarm, rel->mpeer, rel->mpeer_host, msg);
   rel->mpeer[0] = '\0';
   if (rel->uri == NULL) {
     peer_rel_fail(rel, WS_EDIGEST, msg);
@@ -607,7 +607,7 @@ static void rel_mdone(void *arg, int status, char *bytes, size_t len,
  * (taken; NUL-terminated) from node_id, or bytes NULL when no neighbour
  * could give them (then S3 if the release has a URI, else it fails). */
 static void rel_manifest_peer(void *arg, char *bytes, size_t len,
-                              const char *node_id) {
+                              const char *node_id, const char *host) {
   peer_release_t *rel = arg;
   assert(rel->mpeer_waiting);
   rel->mpeer_waiting = 0;
@@ -621,6 +621,7 @@ static void rel_manifest_peer(void *arg, char *bytes, size_t len,
     rel->mbytes = bytes;
     rel->mlen = len;
     snprintf(rel->mpeer, sizeof(rel->mpeer), "%s", node_id);
+    snprintf(rel->mpeer_host, sizeof(rel->mpeer_host), "%s", host);
     WS_LOGI("release %s: manifest (%zu bytes) from neighbour %s",
             rel->digest_str, len, node_id);
     rel_job_start(rel, rel_parse_work, rel_parse_after, "parsing manifest");

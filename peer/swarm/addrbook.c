@@ -78,7 +78,8 @@ uint32_t peer_addrbook_tick(peer_addrbook_t *b, uint64_t now_ms) {
     peer_addr_t *e = &b->e[i];
     if (!peer_neighbors_room_dial(set, now_ms))
       break;
-    if (e->next_dial_ms > now_ms || peer_neighbors_knows(set, e->node_id) ||
+    if (e->next_dial_ms > now_ms ||
+        peer_neighbors_knows(set, e->node_id, e->host) ||
         peer_bans_check(b->bans, now_ms, e->node_id, e->host, e->port))
       continue;
     e->next_dial_ms = now_ms + PEER_ADDRBOOK_REDIAL_MS;

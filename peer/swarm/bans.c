@@ -6,24 +6,17 @@
 
 #include "swarm/bans.h"
 
-static void bans_hostport(char *buf, size_t len, const char *host,
-                          uint16_t port) {
-  if (host == NULL || host[0] == '\0' || port == 0)
-    buf[0] = '\0';
-  else
-    snprintf(buf, len, "%s:%u", host, port);
+static int bans_str_eq(const char *a, const char *b) {
+  return b != NULL && b[0] != '\0' && strcmp(a, b) == 0;
 }
 
 int peer_bans_check(const peer_bans_t *b, uint64_t now_ms, const char *node_id,
                     const char *host, uint16_t port) {
-  char hp[80];
-  bans_hostport(hp, sizeof(hp), host, port);
   for (uint32_t i = 0; i < b->n; i++) {
-    if (b->e[i].until_ms <= now_ms)
+    if (b->e[i].until_ms <= now_ms || !bans_str_eq(b->e[i].host, host))
       continue;
-    if ((node_id != NULL && node_id[0] != '\0' &&
-         strcmp(b->e[i].node_id, node_id) == 0) ||
-        (hp[0] != '\0' && strcmp(b->e[i].hostport, hp) == 0))
+    if (bans_str_eq(b->e[i].node_id, node_id) ||
+        (port != 0 && b->e[i].port == port))
       return 1;
   }
   return 0;
@@ -32,13 +25,15 @@ int peer_bans_check(const peer_bans_t *b, uint64_t now_ms, const char *node_id,
 int peer_bans_add(peer_bans_t *b, uint64_t now_ms, const char *node_id,
                   const char *host, uint16_t port) {
   uint32_t slot = 0;
-  char hp[80];
-  bans_hostport(hp, sizeof(hp), host, port);
+  if (host == NULL || host[0] == '\0')
+    return -1; /* nothing proven about anyone: no ban */
   for (uint32_t i = 0; i < b->n; i++) {
     /* Already banned (a second bad chunk was in flight): extend it. */
     if (node_id != NULL && strcmp(b->e[i].node_id, node_id) == 0 &&
-        strcmp(b->e[i].hostport, hp) == 0 && b->e[i].until_ms > now_ms) {
+        strcmp(b->e[i].host, host) == 0 && b->e[i].until_ms > now_ms) {
       b->e[i].until_ms = now_ms + PEER_BAN_MS;
+      if (port != 0)
+        b->e[i].port = port;
       return -1;
     }
   }
@@ -53,7 +48,8 @@ int peer_bans_add(peer_bans_t *b, uint64_t now_ms, const char *node_id,
   }
   snprintf(b->e[slot].node_id, sizeof(b->e[slot].node_id), "%s",
            node_id != NULL ? node_id : "");
-  memcpy(b->e[slot].hostport, hp, sizeof(hp));
+  snprintf(b->e[slot].host, sizeof(b->e[slot].host), "%s", host);
+  b->e[slot].port = port;
   b->e[slot].until_ms = now_ms + PEER_BAN_MS;
   return (int)slot;
 }

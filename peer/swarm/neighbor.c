@@ -236,18 +236,21 @@ int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms) {
 
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,
                                            const char *node_id,
+                                           const char *host,
                                            const peer_neighbor_t *except) {
   for (peer_neighbor_t *o = set->head; o != NULL; o = o->next) {
     if (o != except && o->state == PEER_NEIGHBOR_READY &&
-        strcmp(o->node_id, node_id) == 0)
+        strcmp(o->node_id, node_id) == 0 && strcmp(o->host, host) == 0)
       return o;
   }
   return NULL;
 }
 
-int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id) {
+int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id,
+                         const char *host) {
   for (const peer_neighbor_t *n = set->head; n != NULL; n = n->next) {
-    if (strcmp(n->node_id, node_id) == 0 || strcmp(n->expect, node_id) == 0)
+    if ((strcmp(n->node_id, node_id) == 0 || strcmp(n->expect, node_id) == 0) &&
+        strcmp(n->host, host) == 0)
       return 1;
   }
   return 0;

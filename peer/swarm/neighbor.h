@@ -251,12 +251,18 @@ int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms);
 /* 1 when n is idle (nothing open either way, no chunk or manifest byte
  * for PEER_NBR_IDLE_MS): its slot may go to another. */
 int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms);
-/* Ready neighbour with this node id other than except, or NULL. */
+/* Ready neighbour with this node id at this address (host: the numeric
+ * address of its connection) other than except, or NULL. A node is its id
+ * at its address: a keyed client elsewhere that claims the id is another
+ * neighbour, and never stands in for the real one. */
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,
                                            const char *node_id,
+                                           const char *host,
                                            const peer_neighbor_t *except);
-/* 1 when a neighbour in any state is node_id or was dialed as it. */
-int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id);
+/* 1 when a neighbour in any state is node_id at host, or was dialed at host
+ * as node_id. */
+int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id,
+                         const char *host);
 /* 1 when a ready neighbour other than n holds chunk g of digest. */
 int peer_neighbors_other_holds(const peer_neighbors_t *set,
                                const peer_neighbor_t *n, const uint8_t *digest,

@@ -415,7 +415,7 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
     conn_refuse(n, WS_BYE_BANNED);
     return;
   }
-  peer_neighbor_t *old = peer_neighbors_find_ready(set, n->node_id, n);
+  peer_neighbor_t *old = peer_neighbors_find_ready(set, n->node_id, n->host, n);
   if (old != NULL) {
     if (!conn_keep_new(set, n, old)) {
       conn_refuse(n, WS_BYE_SHUTDOWN);

@@ -67,7 +67,8 @@ struct peer_swarm_s {
 
 /* ---- bans --------------------------------------------------------------- */
 
-/* Bans a neighbour's node id and host:port and closes it if connected. */
+/* Bans a neighbour (its node id and listen port, both at the address the
+ * bad bytes came from: bans.h) and closes it if connected. */
 static void swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
                       uint16_t port, const char *why) {
   uint64_t now = uv_now(s->ctx->loop);
@@ -75,8 +76,8 @@ static void swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
   if (slot < 0)
     return; /* extended */
   s->ctx->counters.peers_banned++;
-  WS_LOGW("peer %s (%s) banned for %u s: %s", node_id, s->bans.e[slot].hostport,
-          PEER_BAN_MS / 1000u, why);
+  WS_LOGW("peer %s at %s:%u banned for %u s: %s", node_id, s->bans.e[slot].host,
+          s->bans.e[slot].port, PEER_BAN_MS / 1000u, why);
   for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
     if (n->state != PEER_NEIGHBOR_CLOSING &&
         peer_bans_check(&s->bans, now, n->node_id, n->host, n->port))
@@ -84,15 +85,15 @@ static void swarm_ban(peer_swarm_t *s, const char *node_id, const char *host,
   }
 }
 
-void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id,
+void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id, const char *host,
                          const char *why) {
   for (peer_neighbor_t *n = s->nbrs.head; n != NULL; n = n->next) {
-    if (strcmp(n->node_id, node_id) == 0) {
+    if (strcmp(n->node_id, node_id) == 0 && strcmp(n->host, host) == 0) {
       swarm_ban(s, node_id, n->host, n->port, why);
       return;
     }
   }
-  swarm_ban(s, node_id, NULL, 0, why);
+  swarm_ban(s, node_id, host, 0, why);
 }
 
 /* ---- callbacks of the swarm's modules and of the fetch layer ------------ */
@@ -148,7 +149,7 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
     if (!peer_neighbors_room_dial(&s->nbrs, now))
       break;
     if (p->port == 0 || strcmp(p->node_id, cfg->node_id) == 0 ||
-        peer_neighbors_knows(&s->nbrs, p->node_id) ||
+        peer_neighbors_knows(&s->nbrs, p->node_id, p->host) ||
         peer_bans_check(&s->bans, now, p->node_id, p->host, p->port))
       continue;
     int rc = peer_neighbor_connect(&s->nbrs, p->host, p->port, p->node_id);

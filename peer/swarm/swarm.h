@@ -72,10 +72,10 @@ void peer_swarm_free(peer_swarm_t *s);
 /* ---- releases (the release layer) -------------------------------------- */
 
 /* The manifest from neighbours: bytes (taken, NUL-terminated) and the
- * sender's node id (borrowed for the call), or bytes NULL: no neighbour
- * could give it (or the swarm is stopping). */
+ * sender's node id and address (borrowed for the call), or bytes NULL: no
+ * neighbour could give it (or the swarm is stopping). */
 typedef void (*peer_swarm_manifest_fn)(void *arg, char *bytes, size_t len,
-                                       const char *node_id);
+                                       const char *node_id, const char *host);
 /* A RESOLVING release (digest known, uri NULL when it has none) wants its
  * manifest from neighbours. 0: a neighbour that announced the digest is
  * asked, now or once one does; cb(arg, ...) runs once with the answer
@@ -87,8 +87,10 @@ int peer_swarm_manifest_fetch(peer_swarm_t *s, const ws_hash_t *digest,
                               const char *uri, peer_swarm_manifest_fn cb,
                               void *arg) WS_MUST_USE;
 /* A manifest a neighbour sent did not hash to the digest or did not parse:
- * the sender (node id as given to the manifest callback) is banned. */
-void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id, const char *why);
+ * the sender (node id and address as given to the manifest callback) is
+ * banned. */
+void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id, const char *host,
+                         const char *why);
 /* The release is FETCHING: its chunks are shared and fetched from
  * neighbours. uri (may be NULL, copied by the tracker link), m, mbytes and
  * files (nfiles == m->nfiles, entries may be NULL) are borrowed until

@@ -20,14 +20,14 @@
 /* The asker's answer, once. May free rel (the asker may give the release
  * up, which frees the record). */
 static void manifest_answer(peer_swarm_rel_t *rel, char *bytes, size_t len,
-                            const char *node_id) {
+                            const char *node_id, const char *host) {
   peer_swarm_manifest_fn cb = rel->mcb;
   void *arg = rel->marg;
   rel->mdone = true;
   rel->masked = NULL;
   rel->mcb = NULL;
   if (cb != NULL)
-    cb(arg, bytes, len, node_id);
+    cb(arg, bytes, len, node_id, host);
   else
     free(bytes);
 }
@@ -75,7 +75,7 @@ void swarm_rel_manifest_try(peer_swarm_rel_t *rel, uint64_t now_ms) {
   uint64_t wait =
       rel->has_uri ? PEER_MANIFEST_PEER_TRY_MS : PEER_MANIFEST_WAIT_MS;
   if (now_ms - rel->mwait_since_ms >= wait)
-    manifest_answer(rel, NULL, 0, NULL);
+    manifest_answer(rel, NULL, 0, NULL, NULL);
 }
 
 void swarm_rel_manifest_no_holders(peer_swarm_rel_t *rel) {
@@ -84,7 +84,7 @@ void swarm_rel_manifest_no_holders(peer_swarm_rel_t *rel) {
    * a cluster-wide cold start. */
   if (rel->state == PEER_SWARM_REL_RESOLVING && !rel->mdone &&
       rel->masked == NULL && rel->mcb != NULL && rel->has_uri)
-    manifest_answer(rel, NULL, 0, NULL);
+    manifest_answer(rel, NULL, 0, NULL, NULL);
 }
 
 int swarm_rel_manifest_fetch(peer_swarm_rels_t *t, const ws_hash_t *digest,
@@ -133,7 +133,7 @@ void swarm_rel_manifest_got(peer_swarm_rels_t *t, peer_neighbor_t *n,
     return;
   }
   t->ctx->counters.manifests_from_peers++;
-  manifest_answer(rel, bytes, len, n->node_id);
+  manifest_answer(rel, bytes, len, n->node_id, n->host);
 }
 
 void swarm_rels_neighbor_gone(peer_swarm_rels_t *t, peer_neighbor_t *n) {
@@ -153,6 +153,6 @@ void swarm_rels_stop(peer_swarm_rels_t *t) {
   for (peer_swarm_rel_t *rel = t->head, *next; rel != NULL; rel = next) {
     next = rel->next;
     if (rel->state == PEER_SWARM_REL_RESOLVING && !rel->mdone)
-      manifest_answer(rel, NULL, 0, NULL);
+      manifest_answer(rel, NULL, 0, NULL, NULL);
   }
 }

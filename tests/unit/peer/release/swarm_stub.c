@@ -18,7 +18,7 @@ int peer_swarm_manifest_fetch(peer_swarm_t *s, const ws_hash_t *digest,
   return 0;
 }
 
-void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id,
+void peer_swarm_ban_node(peer_swarm_t *s, const char *node_id, const char *host,
                          const char *why) {
   fail_msg("swarm called in a standalone test");
 }

@@ -167,14 +167,19 @@ static void test_mismatch_bans_sender_and_refetches(void **state) {
   dl_receive(d, a, 1, true, 0, 0);
   peer_file_t *f = s->files[0];
   uint64_t now = uv_now(&s->fx.loop);
-  /* The sender is banned, by node id and by its listener. */
+  /* The sender is banned, by node id and by its listener, both at the
+   * address the bad bytes came from. */
   assert_int_equal(d->bans, 1);
   assert_string_equal(d->ban_node, "nbrA");
   assert_string_equal(d->ban_host, "127.0.0.1");
   assert_int_equal(d->ban_port, 7001);
-  assert_true(peer_bans_check(&s->bans, now, "nbrA", NULL, 0));
+  assert_true(peer_bans_check(&s->bans, now, "nbrA", "127.0.0.1", 0));
   assert_true(peer_bans_check(&s->bans, now, "new-id", "127.0.0.1", 7001));
   assert_false(peer_bans_check(&s->bans, now, "nbrB", "127.0.0.1", 7002));
+  /* The id elsewhere is another node (the sender may have claimed it):
+   * not banned, nor is anything without an address. */
+  assert_false(peer_bans_check(&s->bans, now, "nbrA", "127.0.0.2", 7001));
+  assert_false(peer_bans_check(&s->bans, now, "nbrA", NULL, 0));
   /* Nothing committed; the chunk is MISSING again, one try counted. */
   assert_int_equal(f->state, PEER_FILE_FETCHING);
   assert_int_equal(f->chunk_state[1], PEER_CHUNK_MISSING);

@@ -14,7 +14,9 @@
  * - nodes we chose may be dialed with every slot held by accepted
  *   connections, up to PEER_NBR_DIALED_MIN dialed ones;
  * - with room, a node dials no more than 1/PEER_NBR_DIAL_SHARE of its
- *   slots: the others are for the nodes that dial it.
+ *   slots: the others are for the nodes that dial it;
+ * - a node is its id at its address: the same id from another address is
+ *   another node (neither found nor "known" as the first).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -181,6 +183,23 @@ static void test_dial_share(void **state) {
   sfx_teardown(s);
 }
 
+static void test_identity_is_id_at_address(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  sfx_nbr_t *a = sfx_neighbor(s, "seed", 0);
+  assert_string_equal(a->n.host, "127.0.0.1");
+  assert_ptr_equal(
+      peer_neighbors_find_ready(&s->set, "seed", "127.0.0.1", NULL), &a->n);
+  assert_int_equal(peer_neighbors_knows(&s->set, "seed", "127.0.0.1"), 1);
+  /* A keyed client at another address claiming "seed" is not the seed:
+   * it neither replaces the connection to the seed nor keeps us from
+   * dialing the real one. */
+  assert_null(peer_neighbors_find_ready(&s->set, "seed", "127.0.0.2", NULL));
+  assert_int_equal(peer_neighbors_knows(&s->set, "seed", "127.0.0.2"), 0);
+  assert_null(peer_neighbors_find_ready(&s->set, "seed", "127.0.0.1", &a->n));
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_miss_benches_then_closes),
@@ -189,6 +208,7 @@ int main(void) {
       cmocka_unit_test(test_other_holder),
       cmocka_unit_test(test_dialed_slots),
       cmocka_unit_test(test_dial_share),
+      cmocka_unit_test(test_identity_is_id_at_address),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
