@@ -67,6 +67,14 @@ BOTH = {
                            {"uri": "http://example.com/m/"}),
     "prefetch_nulls": req("POST", "/api/v1/prefetch",
                           {"uri": None, "digest": None}),
+    # Regression (found by this target): CR LF in a URI or path reached
+    # the log and forged lines ("release s3://...\r\nHost: ...: failed");
+    # ws_log now writes control bytes as \xNN (tests/unit/common/test_log.c).
+    "prefetch_uri_crlf": req("POST", "/api/v1/prefetch", {
+        "uri": "s3://fuzz-bucket/m/x\r\n2026-01-01T00:00:00.000Z p2pd "
+               "error: forged\x1b[31m/"}),
+    "seed_dir_crlf": req("POST", "/api/v1/seed",
+                         {"dir": "/x\r\nforged", "manifest": "/m\n.json"}),
     "prefetch_empty": req("POST", "/api/v1/prefetch", {}),
     "prefetch_types": req("POST", "/api/v1/prefetch",
                           {"uri": 5, "digest": [A]}),
