@@ -34,7 +34,7 @@ int ws_log_parse_level(const char *s, ws_log_level_t *out) {
 }
 
 void ws_log(ws_log_level_t level, const char *fmt, ...) {
-  char line[1024];
+  char line[1024], msg[1024];
   struct timespec ts;
   struct tm tm;
   size_t n;
@@ -51,13 +51,26 @@ void ws_log(ws_log_level_t level, const char *fmt, ...) {
                level_names[level]);
   if (r > 0)
     n += (size_t)r;
+  if (n > sizeof(line) - 1)
+    n = sizeof(line) - 1;
   va_start(ap, fmt);
-  r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+  r = vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  if (r > 0)
-    n += (size_t)r;
-  if (n > sizeof(line) - 2)
-    n = sizeof(line) - 2; /* truncated: keep the newline */
+  /* One event, one line: control bytes in what was formatted (a URI or
+   * path from a request may hold CR/LF and forge lines) are written as
+   * \xNN. Truncated to the line, the newline always kept. */
+  for (const unsigned char *p = (const unsigned char *)msg; r > 0 && *p != 0;
+       p++) {
+    if (*p >= 0x20 && *p != 0x7f) {
+      if (n >= sizeof(line) - 1)
+        break;
+      line[n++] = (char)*p;
+    } else {
+      if (sizeof(line) - 1 - n < 5) /* 4 bytes and snprintf's NUL */
+        break;
+      n += (size_t)snprintf(line + n, 5, "\\x%02x", *p);
+    }
+  }
   line[n++] = '\n';
   (void)!write(STDERR_FILENO, line, n);
 }

@@ -404,7 +404,7 @@ int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) {
   return rc;
 }
 
-int peer_daemon_run(peer_daemon_t *d) {
+void peer_daemon_start(peer_daemon_t *d) {
   daemon_open_t *o = calloc(1, sizeof(*o));
   if (o != NULL) {
     o->d = d;
@@ -416,6 +416,10 @@ int peer_daemon_run(peer_daemon_t *d) {
     WS_LOGE("cannot start: out of memory");
     peer_daemon_stop(d, 1);
   }
+}
+
+int peer_daemon_run(peer_daemon_t *d) {
+  peer_daemon_start(d);
   uv_run(&d->loop, UV_RUN_DEFAULT);
   /* Upper layers first: each unregisters from what it was given. */
   peer_releases_free(d->releases);

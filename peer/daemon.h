@@ -68,9 +68,14 @@ typedef struct peer_daemon_s {
  * pool, S3 client, files, origin, swarm, releases, API listeners. Returns
  * 0 or a negative error (logged). */
 int peer_daemon_init(peer_daemon_t *d, const peer_settings_t *cfg) WS_MUST_USE;
-/* Opens the store on a worker, runs the loop until STOPPED, frees what
- * init made. Returns the process exit status. */
+/* Opens the store on a worker (peer_daemon_start), runs the loop until
+ * STOPPED, frees what init made. Returns the process exit status. */
 int peer_daemon_run(peer_daemon_t *d);
+/* Only the first step of run: queues the cache open, after which the
+ * daemon becomes RUNNING as the loop turns. For a caller that runs the
+ * loop itself, a step at a time (tests/fuzz/fuzz_p2pd_http.c); such a
+ * caller never gets run's frees. */
+void peer_daemon_start(peer_daemon_t *d);
 /* Starts STOPPING (idempotent). exit_code is kept if the first. */
 void peer_daemon_stop(peer_daemon_t *d, int exit_code);
 
