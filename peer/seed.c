@@ -70,7 +70,9 @@ static void seed_import_work(void *arg) {
 
   if (j->mbytes == NULL) {
     struct stat sb;
-    fd = open(j->mpath, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO with no writer (not a manifest) must not hold
+     * this worker for ever; fstat then refuses it. */
+    fd = open(j->mpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 || fstat(fd, &sb) != 0) {
       j->err = -errno;
       snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", j->mpath,

@@ -273,3 +273,23 @@ def test_daemons_refuse_to_start_without_their_secrets(tmp_path):
         assert st == 201  # what --insecure means: an open API
     finally:
         trk.stop()
+
+
+def test_seed_manifest_fifo_does_not_hold_a_worker(s3env, tmp_path):
+    """POST /api/v1/seed naming a FIFO that has no writer as its manifest:
+    the worker used to block in open(2) for ever (the request never
+    answered, the worker lost); it is refused as not a regular file."""
+    d = ws.P2pd(BUILD, str(tmp_path), s3env).start()
+    try:
+        rel = tmp_path / "rel"
+        rel.mkdir()
+        (rel / "a.bin").write_bytes(b"x" * 100)
+        fifo = tmp_path / "manifest.fifo"
+        os.mkfifo(fifo)
+        st, body = d.api("POST", "/api/v1/seed",
+                         {"dir": str(rel), "manifest": str(fifo)}, timeout=15)
+        assert st >= 400, body
+        assert "not a regular file" in json.dumps(body), body
+        assert d.api("GET", "/healthz")[0] == 200
+    finally:
+        d.stop()
