@@ -104,6 +104,11 @@ static const struct {
      "Peers banned (a chunk they sent failed its hash, or a manifest they "
      "sent was not the release).",
      "counter", offsetof(peer_counters_t, peers_banned)},
+    {"weightswarm_p2pd_peer_auth_failures_total",
+     "Neighbour connections closed because a frame or a sealed payload "
+     "failed authentication after the handshake (altered on the path; "
+     "nobody is banned).",
+     "counter", offsetof(peer_counters_t, peer_auth_failures)},
     {"weightswarm_p2pd_peer_chunks_total",
      "Chunks received from peers and verified.", "counter",
      offsetof(peer_counters_t, chunks_from_peers)},

@@ -499,7 +499,16 @@ static void conn_on_close(wire_conn_t *c, int status) {
   if (n->state != PEER_NEIGHBOR_CLOSING)
     peer_neighbor_set_state(n, PEER_NEIGHBOR_CLOSING);
   n->c = NULL;
-  if (status != 0 && status != UV_EOF && n->node_id[0] != '\0')
+  if (status == WS_EAUTH && n->node_id[0] != '\0') {
+    /* After the handshake only a frame's MAC or a sealed payload's tag
+     * fails this way: the bytes were altered between the sender and us.
+     * Nobody is banned (the path cannot be told from the sender); its
+     * transfers go elsewhere. */
+    set->ctx->counters.peer_auth_failures++;
+    WS_LOGW("nbr#%llu %s at %s: a frame or payload failed authentication "
+            "(altered on the path?); closed, nobody banned",
+            (unsigned long long)n->id, n->node_id, n->host);
+  } else if (status != 0 && status != UV_EOF && n->node_id[0] != '\0')
     WS_LOGI("nbr#%llu %s: closed: %s", (unsigned long long)n->id, n->node_id,
             ws_strerror(status));
   else if (status == WS_EAUTH)

@@ -232,6 +232,7 @@ def test_bit_flipped_on_the_path_bans_nobody(rgw, s3env, tmp_path):
         assert "banned" not in victim.tail(200000)
         # The altered payload was caught by its tag: the connection went.
         assert honest.closed.wait(10)
+        assert victim.metric("weightswarm_p2pd_peer_auth_failures_total") == 1
     finally:
         if honest is not None:
             honest.c.close()
