@@ -194,8 +194,10 @@ static void uri_model(const char *uri, char *dst) {
 }
 
 /* rows[] gets the swarms with downloaders first, then the others, up to
- * TRK_METRICS_SWARMS_MAX; the rest are summed in one "other" row. Returns
- * the number of rows. */
+ * TRK_METRICS_SWARMS_MAX; the rest are summed in one "other" row, and so
+ * is a swarm of a digest that has a larger one (announces that disagree on
+ * the chunk count): one series per digest label. Returns the number of
+ * rows. */
 static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
   uint32_t ns = trk_tracker_swarm_count(t);
   size_t n = 0;
@@ -211,7 +213,8 @@ static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
       if ((st.downloaders > 0) != (pass == 0))
         continue;
       swarm_values(&st, v);
-      if (n < TRK_METRICS_SWARMS_MAX) {
+      if (n < TRK_METRICS_SWARMS_MAX &&
+          trk_tracker_swarm_find(t, trk_swarm_digest(s)) == s) {
         uri_model(trk_swarm_uri(s), rows[n].model);
         snprintf(rows[n].digest, sizeof(rows[n].digest), "%s",
                  trk_swarm_digest_str(s));
@@ -227,7 +230,9 @@ static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
     return n;
   snprintf(other->model, sizeof(other->model), "other");
   snprintf(other->digest, sizeof(other->digest), "other");
-  return n + 1; /* other only fills up once n reached the cap */
+  if (n < TRK_METRICS_SWARMS_MAX)
+    rows[n] = *other; /* below the cap: a smaller swarm of a digest */
+  return n + 1;
 }
 
 static int swarm_text(const trk_tracker_t *t, text_t *b) {

@@ -1,9 +1,10 @@
 /* trk_swarm.h - one release's swarm: members, availability, origin leases.
  *
- * A swarm is keyed by the release digest and knows the release's chunk
- * count. Each member (a peer that wants or holds the release) has a
- * have-bitfield; the swarm keeps per-chunk availability (how many members
- * hold the chunk) and the origin lease table: which member, if any, is
+ * A swarm is keyed by the release digest and its chunk count (the
+ * tracker's table). Each member (a peer that wants or holds the release)
+ * has a have-bitfield; the swarm keeps per-chunk availability (how many
+ * members whose claims count hold the chunk: trk_swarm_weigh) and the
+ * origin lease table: which member, if any, is
  * fetching a chunk from S3. The lease invariants (docs/tracker.md):
  *
  *   - a chunk has at most one lease holder at a time;

@@ -176,18 +176,30 @@ def check(peers, pub, src):
         assert ok, bad
 
 
-def clean_time(tmp_path, s3env, rgw, trk, key):
-    """The same fetch (three nodes, the same shape) without any attacker."""
+def clean_time(tmp_path, s3env, rgw, trk, key, out=None):
+    """The same fetch (three nodes, the same shape) without any attacker;
+    out (a dict), if given, gets the tracker's count of confirmed claims
+    in that swarm ("confirmed"), read while the nodes are still up."""
     pub, src = publish(s3env, rgw, tmp_path, "clean")
     peers = nodes(tmp_path, s3env, trk, key, "clean")
     try:
         took = timed_fetch(peers, pub, 120)
         check(peers, pub, src)
         assert s3_bytes(peers, pub) <= 1.02 * NCHUNKS * MiB
+        if out is not None:
+            out["confirmed"] = swarm_metric(
+                trk, "weightswarm_tracker_swarm_claims_confirmed_total", pub)
         return took
     finally:
         for p in peers:
             p.stop()
+
+
+def swarm_metric(trk, name, pub):
+    st, body = trk.get("/metrics")
+    m = re.search(r'^%s\{[^}]*digest="%s"\} (\S+)$' % (re.escape(name), pub["digest"]),
+                  body, re.M)
+    return float(m.group(1)) if m else None
 
 
 # ---- a full-bitfield liar that never serves ------------------------------
@@ -195,9 +207,9 @@ def clean_time(tmp_path, s3env, rgw, trk, key):
 def test_liar_claiming_every_chunk_does_not_hold_the_release(rgw, s3env, tmp_path):
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
-    silent, liar, peers = SilentPort(), None, []
+    silent, liar, peers, clean = SilentPort(), None, [], {}
     try:
-        clean_s = clean_time(tmp_path, s3env, rgw, trk, key)
+        clean_s = clean_time(tmp_path, s3env, rgw, trk, key, clean)
         pub, src = publish(s3env, rgw, tmp_path, "lied")
         liar = Announcer(trk, key, "liar", {
             "d": digest_bytes(pub), "tot": NCHUNKS, "ev": 1, "role": 1,
@@ -220,6 +232,9 @@ def test_liar_claiming_every_chunk_does_not_hold_the_release(rgw, s3env, tmp_pat
         st, body = trk.get("/metrics")
         assert re.search(r"^weightswarm_tracker_swarm_claims_distrusted_total\{[^}]*\} [1-9]",
                          body, re.M), body
+        # The honest nodes swapped chunks in the clean run: the tracker
+        # heard who served whom (HAVE "f") and confirmed their claims.
+        assert clean["confirmed"] and clean["confirmed"] >= 1, clean
     finally:
         if liar is not None:
             liar.close()

@@ -7,6 +7,7 @@
  * per-address cap, the lease top-up after a sweep, memory accounting.
  */
 #include "trk_fixture.h"
+#include "trk_metrics.h"
 
 #include <stdlib.h>
 
@@ -138,6 +139,33 @@ static void test_lease_completion_extends_once(void **state) {
   fx_free(&fx);
 }
 
+/* Peer selection ranks a member whose claims do not count after the
+ * useful ones (still listed: an honest holder can be reached and
+ * confirmed). */
+static void test_selection_ranks_unbelieved_last(void **state) {
+  (void)state;
+  fx_t fx;
+  const trk_peer_t *out[4];
+  uint64_t rng = 7;
+  fx_init(&fx, 3, 16, NULL);
+  trk_swarm_set_now(fx.s, 0);
+  static const uint8_t half[2] = {0xFF, 0x00};
+  assert_int_equal(trk_swarm_set_have(fx.s, fx.m[0], k_full, 2), 0);
+  assert_int_equal(trk_swarm_set_have(fx.s, fx.m[1], half, 2), 0);
+  trk_swarm_weigh(fx.s, 0);
+  trk_swarm_confirm(fx.s, fx.m[1], G - 1);
+  trk_swarm_weigh(fx.s, G);
+  assert_false(trk_member_counted(fx.m[0]));
+  assert_true(trk_member_counted(fx.m[1]));
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[2], fx.m[2], 4, &rng, out),
+                     2);
+    assert_ptr_equal(out[0], fx.peer[1]);
+    assert_ptr_equal(out[1], fx.peer[0]);
+  }
+  fx_free(&fx);
+}
+
 /* ---- the tracker's side ----------------------------------------------- */
 
 static trk_peer_id_t conn_at(trk_tracker_t *t, const char *id,
@@ -256,6 +284,22 @@ static void test_tracker_swarm_keyed_by_count(void **state) {
   /* One count per node and digest: the squatter cannot also join 16. */
   assert_int_equal(trk_tracker_announce(t, squat, &an, 1000, &r), WS_EPROTO);
   assert_int_equal(trk_swarm_member_count(s), 2);
+  /* Metrics: one series per digest label (the larger swarm); the other
+   * is summed into "other". */
+  char *m = NULL, dig[WS_DIGEST_STR_LEN + 1], want[256];
+  size_t len = 0;
+  ws_digest_to_str(&d, dig);
+  assert_int_equal(trk_metrics_text(t, NULL, NULL, 2000, &m, &len), 0);
+  snprintf(want, sizeof(want), "weightswarm_tracker_swarm_members{model=");
+  uint32_t rows = 0;
+  for (const char *p = strstr(m, want); p != NULL; p = strstr(p + 1, want))
+    rows++;
+  assert_int_equal(rows, 2);
+  snprintf(want, sizeof(want), "digest=\"%s\"} 2\n", dig);
+  assert_non_null(strstr(m, want));
+  assert_non_null(strstr(m, "weightswarm_tracker_swarm_members{model="
+                            "\"other\",digest=\"other\"} 1\n"));
+  free(m);
   trk_tracker_free(t);
 }
 
@@ -333,6 +377,7 @@ int main(void) {
       cmocka_unit_test(test_confirmed_claims_count),
       cmocka_unit_test(test_no_downloader_no_trial),
       cmocka_unit_test(test_lease_completion_extends_once),
+      cmocka_unit_test(test_selection_ranks_unbelieved_last),
       cmocka_unit_test(test_tracker_regrant_after_grace),
       cmocka_unit_test(test_tracker_served_addresses),
       cmocka_unit_test(test_tracker_swarm_keyed_by_count),
