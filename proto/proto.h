@@ -279,6 +279,11 @@ typedef struct {
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t chunk;
   bool live; /* "p": being fetched from origin, served as it arrives */
+  /* Optional "f" (to a tracker only): the node id of the neighbour this
+   * chunk was received from and verified, "" when it came from S3 or is
+   * not known. The tracker confirms that neighbour's have-claims with it
+   * (docs/tracker.md "Weighing have-claims"); an old tracker ignores it. */
+  char from[WS_NODE_ID_MAX + 1];
 } ws_have_t;
 
 typedef struct {

@@ -48,6 +48,14 @@
 #define TRK_ANNOUNCE_BURST 20u        /* token bucket depth (announces) */
 #define TRK_ANNOUNCE_PER_S 4u         /* token refill rate */
 #define TRK_ANNOUNCE_INTERVAL_MS 5000 /* interval the reply asks peers for */
+/* Node ids one remote address may hold at once: a keyed client on one host
+ * cannot fill the registry, nor confirm its own have-claims from a crowd of
+ * ids (docs/tracker.md "Weighing have-claims"). Loopback addresses are
+ * exempt: processes on the tracker's own host, whom it cannot tell apart
+ * (tests, a single-host install). A node id is bound to the address it
+ * connected from while that connection lives: the same id from another
+ * address is refused, not swapped in. */
+#define TRK_MAX_NODES_PER_ADDR 8u
 
 /* --- swarms ----------------------------------------------------------- */
 #define TRK_MAX_SWARMS 256u /* distinct digests tracked */
@@ -107,6 +115,25 @@
  * for this long; the last few releases per member are remembered. */
 #define TRK_LEASE_AVOID_MS 5000u
 #define TRK_LEASE_AVOID_SLOTS 4u
+
+/* --- have-claims (docs/tracker.md "Weighing have-claims") ------------ */
+/* A member's claims count as holders for lease decisions (a chunk someone
+ * holds is not leased) only while believed: always while no other member
+ * downloads; otherwise for TRK_CLAIM_GRACE_MS after its trial starts (the
+ * first sweep with another downloader around) or after it completes an
+ * origin lease on a chunk it never held before, and for
+ * TRK_CLAIM_CONFIRM_MS after another member, at another address, reported
+ * a verified chunk from it (HAVE "f"). Past that, the chunks only it
+ * claims are leased again: a keyed liar claiming everything and serving
+ * nothing holds a release up for about the grace, not until every node's
+ * stall fallback. The grace covers a downloader's first chunk from a new
+ * holder (connect, request, one chunk, HAVE: well under a second on a
+ * LAN at 16 MiB chunks); the confirm window two announce intervals. */
+#define TRK_CLAIM_GRACE_MS 5000u
+#define TRK_CLAIM_CONFIRM_MS 10000u
+/* Shortest interval a reply asks for while a claim is being weighed (the
+ * downloader comes back for its lease when the grace ends). */
+#define TRK_CLAIM_RECHECK_MS 1000u
 
 /* --- replies ---------------------------------------------------------- */
 #define TRK_REPLY_PEERS_MAX 32u /* peers in one reply (<= WS_MAX_PEERS) */

@@ -128,6 +128,7 @@ static int member_fill(cJSON *o, const trk_member_info_t *mi, uint32_t total,
                                (double)mi->have_count / (double)total) ||
       !cJSON_AddNumberToObject(o, "leases", mi->nleases) ||
       !cJSON_AddNumberToObject(o, "origin_chunks", (double)mi->origin_chunks) ||
+      !cJSON_AddBoolToObject(o, "claims_counted", mi->counted) ||
       !cJSON_AddNumberToObject(o, "age_s", age_s(now_ms, mi->joined_ms)))
     return -ENOMEM;
   return 0;

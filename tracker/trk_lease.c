@@ -23,6 +23,10 @@
  * trk_lease_grant_stuck leases it to that downloader all the same, one
  * lease per chunk.
  *
+ * A claim counts only while its member is believed (trk_swarm_weigh): a
+ * chunk only unbelieved members claim is in the need set like one nobody
+ * claims, and granted to a downloader that lacks it.
+ *
  * Expiry: leased chunks are kept in deadline order (trk_swarm-int.h), so
  * trk_lease_expire, which runs on every announce, costs O(1) when nothing
  * is due and O(1) per lease it ends, whatever the swarm's size. Loop
@@ -186,6 +190,7 @@ static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out) {
   uint32_t n = 0;
+  s->now_ms = now_ms;
   if (!trk_member_is_downloader(s, m))
     return 0;
   uint32_t limit = trk_lease_limit(s);
@@ -201,8 +206,11 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     if (!skipped)
       s->need_lo = c; /* nothing below c needs the origin */
     from = c + 1u;
-    if (s->downloaders > 1 && avoided(m, c, now_ms)) {
-      skipped = 1; /* another downloader should try this one */
+    if (trk_bits_get(m->have, c) ||
+        (s->downloaders > 1 && avoided(m, c, now_ms))) {
+      /* m's own claim that does not count (trk_swarm_weigh), or one m
+       * just gave back: another downloader should take it. */
+      skipped = 1;
       continue;
     }
     lease_take(s, m, c, now_ms);
@@ -255,7 +263,8 @@ int trk_lease_renew(trk_swarm_t *s, trk_member_t *m, uint32_t chunk,
    * before a tracker restart, or one that just expired while bytes were
    * still arriving), m keeps it: the fetch in flight is the cheapest. */
   if (chunk < s->total && trk_bits_get(s->need, chunk) &&
-      trk_member_is_downloader(s, m) && m->nleases < TRK_LEASES_PER_PEER_MAX &&
+      !trk_bits_get(m->have, chunk) && trk_member_is_downloader(s, m) &&
+      m->nleases < TRK_LEASES_PER_PEER_MAX &&
       s->leased < TRK_ORIGIN_INFLIGHT_MAX) {
     lease_take(s, m, chunk, now_ms);
     return 0;

@@ -101,6 +101,9 @@ typedef enum {
   SM_RELEASED,
   SM_REVOKED,
   SM_REFETCH,
+  SM_UNCONFIRMED,
+  SM_DISTRUSTED,
+  SM_CONFIRMED,
   SM_LAST
 } swarm_metric_t;
 
@@ -133,6 +136,14 @@ static const struct {
      "Leases ended because another peer reported the chunk."},
     {"weightswarm_tracker_swarm_origin_refetch_total", "counter",
      "Leases for chunks that some peer had held before."},
+    {"weightswarm_tracker_swarm_members_unconfirmed", "gauge",
+     "Members whose have-claims count for nothing now (unconfirmed)."},
+    {"weightswarm_tracker_swarm_claims_distrusted_total", "counter",
+     "Times a member's have-claims stopped counting for lack of "
+     "confirmation."},
+    {"weightswarm_tracker_swarm_claims_confirmed_total", "counter",
+     "Confirmations of a member's claims (HAVE \"f\" from another "
+     "address)."},
 };
 
 typedef struct {
@@ -155,6 +166,9 @@ static void swarm_values(const trk_swarm_stats_t *st, double *v) {
   v[SM_RELEASED] = (double)st->leases_released;
   v[SM_REVOKED] = (double)st->leases_revoked;
   v[SM_REFETCH] = (double)st->origin_refetch;
+  v[SM_UNCONFIRMED] = st->members_unconfirmed;
+  v[SM_DISTRUSTED] = (double)st->claims_distrusted;
+  v[SM_CONFIRMED] = (double)st->claims_confirmed;
 }
 
 /* The model of a release URI s3://bucket/.../MODEL/sha256-<hex>/: the
@@ -180,8 +194,10 @@ static void uri_model(const char *uri, char *dst) {
 }
 
 /* rows[] gets the swarms with downloaders first, then the others, up to
- * TRK_METRICS_SWARMS_MAX; the rest are summed in one "other" row. Returns
- * the number of rows. */
+ * TRK_METRICS_SWARMS_MAX; the rest are summed in one "other" row, and so
+ * is a swarm of a digest that has a larger one (announces that disagree on
+ * the chunk count): one series per digest label. Returns the number of
+ * rows. */
 static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
   uint32_t ns = trk_tracker_swarm_count(t);
   size_t n = 0;
@@ -197,7 +213,8 @@ static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
       if ((st.downloaders > 0) != (pass == 0))
         continue;
       swarm_values(&st, v);
-      if (n < TRK_METRICS_SWARMS_MAX) {
+      if (n < TRK_METRICS_SWARMS_MAX &&
+          trk_tracker_swarm_find(t, trk_swarm_digest(s)) == s) {
         uri_model(trk_swarm_uri(s), rows[n].model);
         snprintf(rows[n].digest, sizeof(rows[n].digest), "%s",
                  trk_swarm_digest_str(s));
@@ -213,7 +230,9 @@ static size_t swarm_rows(const trk_tracker_t *t, swarm_row_t *rows) {
     return n;
   snprintf(other->model, sizeof(other->model), "other");
   snprintf(other->digest, sizeof(other->digest), "other");
-  return n + 1; /* other only fills up once n reached the cap */
+  if (n < TRK_METRICS_SWARMS_MAX)
+    rows[n] = *other; /* below the cap: a smaller swarm of a digest */
+  return n + 1;
 }
 
 static int swarm_text(const trk_tracker_t *t, text_t *b) {
@@ -297,6 +316,13 @@ static void server_text(const trk_server_t *srv, text_t *b) {
              "Connections refused at a cap.", (double)st.rejected);
   metric_one(b, "weightswarm_tracker_auth_failures_total", "counter",
              "Failed handshakes or MACs.", (double)st.auth_failed);
+  metric_one(b, "weightswarm_tracker_confirms_ignored_total", "counter",
+             "HAVE \"f\" naming no member of the release at another "
+             "address.",
+             (double)st.confirms_ignored);
+  metric_one(b, "weightswarm_tracker_leases_pushed_total", "counter",
+             "Lease lists pushed after have-claims stopped counting.",
+             (double)st.leases_pushed);
   metric_one(b, "weightswarm_tracker_protocol_errors_total", "counter",
              "Connections closed for protocol errors.",
              (double)st.protocol_errors);

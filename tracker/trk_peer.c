@@ -29,6 +29,12 @@ struct trk_peers_s {
   uint16_t *gen;      /* generation per slot, bumped on each add */
   uint32_t *index;    /* node id hash -> slot + 1; 0 = empty */
   uint32_t index_mask;
+  /* Peers per remote address: keyed hash of the address -> count, open
+   * addressing in index_mask + 1 entries (n == 0: empty). */
+  struct {
+    uint64_t h;
+    uint32_t n;
+  } * addrs;
 };
 
 static uint32_t node_hash(const char *node_id) {
@@ -39,7 +45,8 @@ static uint32_t node_hash(const char *node_id) {
 }
 
 /* A key nobody outside knows: a node cannot pick a zone label whose hash
- * equals another zone's and pass for a neighbour of its nodes. */
+ * equals another zone's and pass for a neighbour of its nodes, nor an
+ * address that shares another's count of peers. */
 static uint64_t zone_hash(const char *zone) {
   static unsigned char key[crypto_shorthash_KEYBYTES];
   static int keyed;
@@ -54,6 +61,47 @@ static uint64_t zone_hash(const char *zone) {
   crypto_shorthash(h, (const unsigned char *)zone, strlen(zone), key);
   memcpy(&v, h, sizeof(v));
   return v;
+}
+
+/* The address's entry in reg->addrs: its slot, or the empty one where it
+ * would go. */
+static uint32_t addr_slot(const trk_peers_t *reg, uint64_t h) {
+  uint32_t i = (uint32_t)h & reg->index_mask;
+  while (reg->addrs[i].n != 0 && reg->addrs[i].h != h)
+    i = (i + 1u) & reg->index_mask;
+  return i;
+}
+
+static void addr_add(trk_peers_t *reg, uint64_t h) {
+  uint32_t i = addr_slot(reg, h);
+  reg->addrs[i].h = h;
+  reg->addrs[i].n++;
+}
+
+static void addr_del(trk_peers_t *reg, uint64_t h) {
+  uint32_t i = addr_slot(reg, h);
+  if (reg->addrs[i].n == 0 || --reg->addrs[i].n != 0)
+    return;
+  /* Backward shift, as in index_del. */
+  for (uint32_t j = (i + 1u) & reg->index_mask; reg->addrs[j].n != 0;
+       j = (j + 1u) & reg->index_mask) {
+    uint32_t home = (uint32_t)reg->addrs[j].h & reg->index_mask;
+    if (((j - home) & reg->index_mask) >= ((j - i) & reg->index_mask)) {
+      reg->addrs[i] = reg->addrs[j];
+      i = j;
+    }
+  }
+  reg->addrs[i].n = 0;
+}
+
+uint32_t trk_peers_addr_count(const trk_peers_t *reg, const char *addr) {
+  return reg->addrs[addr_slot(reg, zone_hash(addr == NULL ? "" : addr))].n;
+}
+
+int trk_peer_addr_loopback(const char *addr) {
+  return addr != NULL &&
+         (strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+          strncmp(addr, "::ffff:127.", 11) == 0);
 }
 
 static void index_add(trk_peers_t *reg, uint32_t s) {
@@ -103,9 +151,14 @@ trk_peers_t *trk_peers_new(uint32_t max_peers) {
   reg->index = calloc(size, sizeof(*reg->index));
   if (reg->index == NULL)
     goto fail_gen;
+  reg->addrs = calloc(size, sizeof(*reg->addrs));
+  if (reg->addrs == NULL)
+    goto fail_index;
   reg->index_mask = size - 1u;
   return reg;
 
+fail_index:
+  free(reg->index);
 fail_gen:
   free(reg->gen);
 fail_slot:
@@ -124,6 +177,7 @@ void trk_peers_free(trk_peers_t *reg) {
       free(reg->slot[i]->joined);
     free(reg->slot[i]);
   }
+  free(reg->addrs);
   free(reg->index);
   free(reg->gen);
   free(reg->slot);
@@ -216,6 +270,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   p->id = ((uint32_t)reg->gen[s] << 16) | (s + 1u);
   copy_str(p->node_id, sizeof(p->node_id), info->node_id);
   copy_str(p->addr, sizeof(p->addr), info->addr);
+  p->addr_hash = zone_hash(p->addr);
   copy_str(p->zone, sizeof(p->zone), info->zone);
   p->zone_hash = zone_hash(p->zone);
   copy_str(p->labels, sizeof(p->labels), info->labels);
@@ -228,6 +283,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
   if (s >= reg->hwm)
     reg->hwm = s + 1u;
   index_add(reg, s);
+  addr_add(reg, p->addr_hash);
   *out = p;
   return 0;
 }
@@ -252,6 +308,7 @@ void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id) {
     return;
   uint32_t s = id_slot(reg, id);
   index_del(reg, s);
+  addr_del(reg, p->addr_hash);
   reg->slot[s] = NULL;
   reg->count--;
   if (s < reg->free_from)
@@ -306,10 +363,22 @@ trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor) {
   return NULL;
 }
 
+int trk_peers_update(trk_peers_t *reg, trk_peer_t *peer,
+                     const trk_peer_info_t *info) {
+  uint64_t h = peer->addr_hash;
+  int rc = trk_peer_update(peer, info);
+  if (rc == 0 && peer->addr_hash != h) {
+    addr_del(reg, h);
+    addr_add(reg, peer->addr_hash);
+  }
+  return rc;
+}
+
 int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) {
   if (!info_valid(info) || strcmp(info->node_id, peer->node_id) != 0)
     return WS_EUSAGE;
   copy_str(peer->addr, sizeof(peer->addr), info->addr);
+  peer->addr_hash = zone_hash(peer->addr);
   copy_str(peer->zone, sizeof(peer->zone), info->zone);
   peer->zone_hash = zone_hash(peer->zone);
   if (info->labels != NULL)

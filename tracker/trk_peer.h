@@ -43,7 +43,8 @@ typedef struct {
 typedef struct trk_peer_s {
   trk_peer_id_t id;
   char node_id[TRK_NODE_ID_MAX + 1];
-  char addr[TRK_ADDR_MAX + 1];
+  char addr[TRK_ADDR_MAX + 1]; /* the connection's remote address */
+  uint64_t addr_hash;          /* keyed hash of addr (per-address count) */
   char zone[TRK_ZONE_MAX + 1];
   /* Keyed 64-bit hash of zone (SipHash, a key per process): peer
    * selection compares zones by it without reading the text. */
@@ -83,6 +84,11 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
 void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id);
 /* Borrowed pointer to the peer with this id, or NULL. */
 trk_peer_t *trk_peers_get(const trk_peers_t *reg, trk_peer_id_t id);
+/* Peers connected from addr now (TRK_MAX_NODES_PER_ADDR). */
+uint32_t trk_peers_addr_count(const trk_peers_t *reg, const char *addr);
+/* 1 for a loopback address (127.0.0.0/8, ::1, ::ffff:127.x): the
+ * tracker's own host. */
+int trk_peer_addr_loopback(const char *addr);
 /* Borrowed pointer to the peer with this node id, or NULL. */
 trk_peer_t *trk_peers_find_node(const trk_peers_t *reg, const char *node_id);
 uint32_t trk_peers_count(const trk_peers_t *reg);
@@ -98,8 +104,11 @@ uint32_t trk_peers_max_joined(const trk_peers_t *reg);
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor);
 
 /* Replaces addr, port and zone (node_id must match: WS_EUSAGE otherwise).
- * On error the peer is unchanged. */
+ * On error the peer is unchanged. A registered peer is updated through
+ * trk_peers_update, which keeps the per-address count. */
 int trk_peer_update(trk_peer_t *peer, const trk_peer_info_t *info) WS_MUST_USE;
+int trk_peers_update(trk_peers_t *reg, trk_peer_t *peer,
+                     const trk_peer_info_t *info) WS_MUST_USE;
 
 /* Takes one announce token: 0, or WS_EBUSY when the bucket is empty
  * (counted in peer->rate_limited). Bucket: TRK_ANNOUNCE_BURST deep,

@@ -34,16 +34,19 @@ uint64_t trk_select_rand(uint64_t *state) {
   return x;
 }
 
+/* Claims that do not count now (trk_swarm_weigh) make nobody useful: such
+ * a member is still listed, after the useful ones, so that an honest
+ * holder nobody fetched from yet can be reached and confirmed. */
 static int useful(const trk_swarm_t *s, const trk_member_t *c,
                   const trk_member_t *asker) {
   if (asker == NULL)
-    return c->have_count > 0 || c->nleases > 0;
+    return (c->have_count > 0 && c->counted) || c->nleases > 0;
   if (asker->have_count == s->total)
     return 0;
   for (uint32_t i = 0; i < c->nleases; i++)
     if (!trk_bits_get(asker->have, c->leases[i].chunk))
       return 1;
-  if (c->have_count == 0)
+  if (c->have_count == 0 || !c->counted)
     return 0;
   for (uint32_t w = 0; w < s->nwords; w++)
     if (c->have[w] & ~asker->have[w])

@@ -354,6 +354,9 @@ static void on_connection(uv_stream_t *ls, int status) {
 static void sweep_cb(uv_timer_t *tm) {
   trk_server_t *srv = tm->data;
   trk_tracker_tick(srv->t, uv_now(srv->loop));
+  /* Chunks whose claims stopped counting: their leases go out now, not
+   * at each downloader's next announce. */
+  trk_server_push_leases(srv);
   trk_server_refused_flush(srv);
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
     if (c->state == TRK_CONN_READY && c->throttled) {

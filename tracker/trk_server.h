@@ -22,10 +22,13 @@ typedef void (*trk_server_close_cb)(trk_server_t *srv, void *arg);
 
 typedef struct {
   uint64_t accepted;
-  uint64_t rejected;        /* over a connection cap */
-  uint64_t auth_failed;     /* wrong cluster key or a bad frame MAC */
-  uint64_t protocol_errors; /* connections closed for bad input */
-  uint64_t frames_in;       /* handshake frames included */
+  uint64_t rejected;         /* over a connection cap */
+  uint64_t auth_failed;      /* wrong cluster key or a bad frame MAC */
+  uint64_t protocol_errors;  /* connections closed for bad input */
+  uint64_t confirms_ignored; /* HAVE "f" naming no other-address member */
+  uint64_t leases_pushed;    /* lease lists sent after claims stopped
+                                counting (trk_server_push_leases) */
+  uint64_t frames_in;        /* handshake frames included */
   uint64_t frames_out;
   uint32_t conns;
   uint32_t preauth;
@@ -49,6 +52,9 @@ void trk_server_stats(const trk_server_t *srv, trk_server_stats_t *out);
  * ANNOUNCE_REPLY per peer, named by the first of them). Call after the
  * wanted set grows. */
 void trk_server_push_wanted(trk_server_t *srv);
+/* After a sweep whose weighing made chunks leasable (trk_tracker_regrant):
+ * sends each peer of those swarms its topped-up lease list. */
+void trk_server_push_leases(trk_server_t *srv);
 
 /* Parses "HOST:PORT" / "[V6]:PORT" / ":PORT" into sa (shared with main.c
  * and tests). 0 or WS_EUSAGE. */

@@ -148,6 +148,28 @@ static uint32_t sample_nodes(trk_conn_t *c, const trk_peer_t **out,
   return n;
 }
 
+void trk_server_push_leases(trk_server_t *srv) {
+  uint64_t now = uv_now(srv->loop);
+  if (!trk_tracker_regrant_pending(srv->t, 0))
+    return;
+  for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
+    trk_reply_t r;
+    ws_hash_t d;
+    if (c->state != TRK_CONN_READY || c->peer == 0)
+      continue;
+    for (uint32_t i = 0;; i++) {
+      int rc = trk_tracker_regrant(srv->t, c->peer, i, now, &d, &r);
+      if (rc < 0 || c->state != TRK_CONN_READY)
+        break;
+      if (rc > 0) {
+        srv->st.leases_pushed++;
+        send_reply(c, &d, &r);
+      }
+    }
+  }
+  (void)trk_tracker_regrant_pending(srv->t, 1);
+}
+
 void trk_server_push_wanted(trk_server_t *srv) {
   for (trk_conn_t *c = srv->conns; c != NULL; c = c->next) {
     trk_reply_t r;
@@ -224,6 +246,11 @@ static void on_have(trk_conn_t *c, const ws_have_t *h) {
   trk_reply_t r;
   ws_hash_t d;
   memcpy(d.b, h->digest, sizeof(d.b));
+  /* "f": the neighbour that sent the chunk served it (before the have,
+   * which may complete a lease and top up from the need set). */
+  if (h->from[0] != '\0' &&
+      trk_tracker_served(c->srv->t, c->peer, &d, h->from, now_ms(c)) == 0)
+    c->srv->st.confirms_ignored++;
   int rc =
       trk_tracker_have(c->srv->t, c->peer, &d, &h->chunk, 1, now_ms(c), &r);
   if (rc == WS_ENOTFOUND)
@@ -306,7 +333,16 @@ static void refusal_text(trk_server_t *srv, int rc, char *out, size_t cap) {
     return;
   }
   trk_tracker_stats(srv->t, &st);
-  if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
+  if (trk_tracker_refusal(srv->t) == TRK_REFUSE_NODE_BOUND)
+    snprintf(out, cap,
+             "node id already connected from another address; retry once "
+             "that connection is gone");
+  else if (trk_tracker_refusal(srv->t) == TRK_REFUSE_PER_ADDR)
+    snprintf(out, cap,
+             "too many node ids from this address (%u); retry later, fetch "
+             "without this tracker",
+             TRK_MAX_NODES_PER_ADDR);
+  else if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
     snprintf(out, cap,
              "tracker full: memory cap of %llu bytes reached "
              "(--max-memory); retry later, fetch without this tracker",

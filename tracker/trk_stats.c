@@ -127,6 +127,10 @@ static void ring_free(struct trk_shist_s *h, trk_mstats_t *st) {
   h->rings--;
 }
 
+size_t trk_stats_swarm_bytes(void) {
+  return sizeof(struct trk_shist_s);
+}
+
 size_t trk_stats_member_ring_bytes(void) {
   return N * sizeof(uint16_t);
 }

@@ -120,6 +120,8 @@ void trk_stats_sample(trk_swarm_t *s, uint64_t now_ms);
 /* Sets the start of the release's clock (the prefetch) if earlier. */
 void trk_stats_set_start(trk_swarm_t *s, uint64_t start_ms);
 
+/* Bytes of one swarm's history (trk_swarm_fixed_bytes counts them). */
+size_t trk_stats_swarm_bytes(void);
 /* Bytes of one member's ring (trk_swarm_member_bytes reserves them). */
 size_t trk_stats_member_ring_bytes(void);
 /* Members of s that hold a ring now. */

@@ -10,6 +10,10 @@
  *             it stuck: leasable to a reporter though held (trk_lease.c);
  *   vouched   set when a lease on c completed (a member we lease to has
  *             it), until any holder of c leaves: never suspect meanwhile.
+ * avail counts the claims of counted members only: a member whose claims
+ * are not believed now (trk_swarm_weigh, docs/tracker.md "Weighing
+ * have-claims") keeps its have-bits but adds nothing to avail, so a chunk
+ * only it claims is in the need set and leased again.
  * need_lo is a lower bound on the first set need bit, so grants scan from
  * there instead of from chunk 0.
  *
@@ -21,6 +25,8 @@
  */
 #ifndef TRK_SWARM_INT_H
 #define TRK_SWARM_INT_H
+
+#include <stdbool.h>
 
 #include "trk_bits.h"
 #include "trk_stats.h"
@@ -41,8 +47,15 @@ struct trk_member_s {
   uint32_t avoid_next;
   uint64_t joined_ms;
   uint64_t origin_chunks;
-  trk_mstats_t st; /* the dashboard's numbers (trk_stats.c) */
-  uint64_t have[]; /* TRK_BITS_WORDS(total_chunks) words */
+  /* Weighing of its claims (trk_swarm_weigh): counted says its have-bits
+   * are in avail; believed_ms is when its claims stop being believed
+   * unless confirmed again (0: not on trial, nobody else downloads). */
+  bool counted;
+  uint64_t believed_ms;
+  uint64_t confirmed_ms; /* last confirmation from another address */
+  uint32_t peak_have;    /* most chunks it ever claimed */
+  trk_mstats_t st;       /* the dashboard's numbers (trk_stats.c) */
+  uint64_t have[];       /* TRK_BITS_WORDS(total_chunks) words */
 };
 
 /* What peer selection reads of member i, in a dense array in step with
@@ -92,7 +105,12 @@ struct trk_swarm_s {
   uint64_t n_released;
   uint64_t n_revoked;
   uint64_t n_refetch;
-  uint64_t n_suspect;       /* grants of suspect chunks */
+  uint64_t n_suspect;    /* grants of suspect chunks */
+  uint32_t uncounted;    /* members whose claims are not believed now */
+  uint64_t n_distrusted; /* times a member's claims stopped counting */
+  uint64_t n_confirms;   /* confirmations accepted (HAVE "f") */
+  uint64_t now_ms;       /* time of the last call that brought one */
+  bool regrant; /* claims stopped counting: downloaders may lease more */
   struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
 

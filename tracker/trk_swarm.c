@@ -120,8 +120,16 @@ static size_t member_alloc_bytes(const trk_swarm_t *s) {
 
 size_t trk_swarm_member_bytes(const trk_swarm_t *s) {
   /* Room for the dashboard ring too: allocated only while the member
-   * gains chunks, but any member may start to at any time. */
-  return member_alloc_bytes(s) + trk_stats_member_ring_bytes();
+   * gains chunks, but any member may start to at any time; and its
+   * entries in the swarm's members[] and mview[], which grow by doubling
+   * (room for twice the members at most). */
+  return member_alloc_bytes(s) + trk_stats_member_ring_bytes() +
+         2u * (sizeof(trk_member_t *) + sizeof(trk_mview_t));
+}
+
+size_t trk_swarm_fixed_bytes(void) {
+  return sizeof(trk_swarm_t) + trk_stats_swarm_bytes() +
+         8u * (sizeof(trk_member_t *) + sizeof(trk_mview_t));
 }
 
 /* Adds (add != 0) or removes m's contribution to the complete and
@@ -147,6 +155,14 @@ static void avail_inc(trk_swarm_t *s, uint32_t c) {
     trk_bits_clear(s->need, c);
     s->need_count--;
   }
+}
+
+/* Leases of others on chunks m claims end (revoked): a believed claim
+ * means the chunk is not fetched from the origin again. */
+static void claims_revoke(trk_swarm_t *s, const trk_member_t *m, uint32_t c) {
+  trk_member_t *h = s->holder[c];
+  if (h != NULL && h != m)
+    trk_lease_end_chunk(s, c, TRK_LEASE_END_REVOKED);
 }
 
 static void avail_dec(trk_swarm_t *s, uint32_t c) {
@@ -194,6 +210,8 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
   m->peer = peer;
   m->role = role;
   m->joined_ms = now_ms;
+  m->counted = true; /* believed until weighed (trk_swarm_weigh) */
+  s->now_ms = now_ms;
   rc = trk_peer_join_add(peer, s, m);
   if (rc < 0)
     goto fail_member;
@@ -216,7 +234,7 @@ void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
   while (m->nleases > 0)
     trk_lease_end_slot(s, m, m->nleases - 1u, TRK_LEASE_END_RELEASED);
   member_account(s, m, 0);
-  for (uint32_t w = 0; w < s->nwords; w++) {
+  for (uint32_t w = 0; w < s->nwords && m->counted; w++) {
     uint64_t bits = m->have[w];
     while (bits != 0) {
       uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(bits);
@@ -224,6 +242,8 @@ void trk_swarm_leave(trk_swarm_t *s, trk_member_t *m) {
       avail_dec(s, c);
     }
   }
+  if (!m->counted)
+    s->uncounted--;
   trk_peer_join_del(m->peer, s);
   uint32_t last = s->nmembers - 1u;
   if (m->idx != last) {
@@ -247,21 +267,123 @@ trk_member_t *trk_swarm_member_of(trk_swarm_t *s, trk_peer_t *peer) {
   return j == NULL ? NULL : j->member;
 }
 
+/* ---- weighing of claims (docs/tracker.md "Weighing have-claims") ------ */
+
+/* m's claims count again: its chunks leave the need set, and leases
+ * others took on them while they did not count end. */
+static void member_count(trk_swarm_t *s, trk_member_t *m) {
+  if (m->counted)
+    return;
+  m->counted = true;
+  s->uncounted--;
+  for (uint32_t w = 0; w < s->nwords; w++) {
+    uint64_t bits = m->have[w];
+    while (bits != 0) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1u;
+      avail_inc(s, c);
+      claims_revoke(s, m, c);
+    }
+  }
+}
+
+/* m's claims stop counting: chunks only it claims need the origin. */
+static void member_uncount(trk_swarm_t *s, trk_member_t *m) {
+  if (!m->counted)
+    return;
+  m->counted = false;
+  s->uncounted++;
+  s->n_distrusted++;
+  uint32_t need = s->need_count;
+  for (uint32_t w = 0; w < s->nwords; w++) {
+    uint64_t bits = m->have[w];
+    while (bits != 0) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1u;
+      avail_dec(s, c);
+    }
+  }
+  if (s->need_count > need)
+    s->regrant = true;
+}
+
+/* m is believed for at least another ms from now (on trial only). */
+static void member_believe(trk_swarm_t *s, trk_member_t *m, uint32_t ms) {
+  if (m->believed_ms != 0 && m->believed_ms < s->now_ms + ms)
+    m->believed_ms = s->now_ms + ms;
+  member_count(s, m);
+}
+
+void trk_swarm_weigh(trk_swarm_t *s, uint64_t now_ms) {
+  s->now_ms = now_ms;
+  for (uint32_t i = 0; i < s->nmembers; i++) {
+    trk_member_t *m = s->members[i];
+    uint32_t others = s->downloaders - (uint32_t)trk_member_is_downloader(s, m);
+    if (others == 0) {
+      /* Nobody else asks for anything: nothing to weigh, and the trial
+       * starts afresh when a downloader comes. */
+      m->believed_ms = 0;
+      member_count(s, m);
+      continue;
+    }
+    if (m->have_count == 0)
+      continue; /* claims nothing yet */
+    if (m->believed_ms == 0)
+      m->believed_ms = now_ms + TRK_CLAIM_GRACE_MS; /* the trial starts */
+    if (now_ms >= m->believed_ms)
+      member_uncount(s, m);
+  }
+}
+
+void trk_swarm_confirm(trk_swarm_t *s, trk_member_t *m, uint64_t now_ms) {
+  s->now_ms = now_ms;
+  s->n_confirms++;
+  m->confirmed_ms = now_ms;
+  member_believe(s, m, TRK_CLAIM_CONFIRM_MS);
+}
+
+void trk_swarm_set_now(trk_swarm_t *s, uint64_t now_ms) {
+  s->now_ms = now_ms;
+}
+
+int trk_member_counted(const trk_member_t *m) {
+  return m->counted;
+}
+
+int trk_swarm_regrant(trk_swarm_t *s, int clear) {
+  int r = s->regrant;
+  if (clear)
+    s->regrant = false;
+  return r;
+}
+
 /* Sets have-bit c of m (not set before) and settles the lease on c. */
 static void have_set(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
+  int peak = 0;
   trk_bits_set(m->have, c);
   m->have_count++;
-  avail_inc(s, c);
+  if (m->have_count > m->peak_have) {
+    m->peak_have = m->have_count;
+    peak = 1;
+  }
+  if (m->counted)
+    avail_inc(s, c);
   trk_member_t *h = s->holder[c];
   if (h == NULL)
     return;
   if (h == m) {
     m->origin_chunks++;
     trk_lease_end_chunk(s, c, TRK_LEASE_END_COMPLETED);
-  } else {
+    /* It fetched from the origin a chunk we leased it and it never
+     * claimed before: others need a moment to get it from m and confirm
+     * m. A chunk claimed again after dropping it earns nothing. */
+    if (peak)
+      member_believe(s, m, TRK_CLAIM_GRACE_MS);
+  } else if (m->counted) {
     /* Someone else already delivered the chunk (e.g. it fell back to S3
      * while the tracker was unreachable): the lease is moot, free the
-     * holder's slot for a chunk that is still needed. */
+     * holder's slot for a chunk that is still needed. A claim that does
+     * not count revokes nothing. */
     trk_lease_end_chunk(s, c, TRK_LEASE_END_REVOKED);
   }
 }
@@ -269,7 +391,8 @@ static void have_set(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
 static void have_clear(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
   trk_bits_clear(m->have, c);
   m->have_count--;
-  avail_dec(s, c);
+  if (m->counted)
+    avail_dec(s, c);
 }
 
 int trk_swarm_add_have(trk_swarm_t *s, trk_member_t *m, uint32_t chunk) {
@@ -340,6 +463,9 @@ void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out) {
   out->origin_refetch = s->n_refetch;
   out->chunks_suspect = s->suspect_count;
   out->leases_suspect = s->n_suspect;
+  out->members_unconfirmed = s->uncounted;
+  out->claims_distrusted = s->n_distrusted;
+  out->claims_confirmed = s->n_confirms;
   out->created_ms = s->created_ms;
 }
 
@@ -352,6 +478,8 @@ void trk_swarm_member_info(const trk_swarm_t *s, uint32_t i,
   out->nleases = m->nleases;
   out->joined_ms = m->joined_ms;
   out->origin_chunks = m->origin_chunks;
+  out->counted = m->counted;
+  out->confirmed_ms = m->confirmed_ms;
 }
 
 uint32_t trk_swarm_avail(const trk_swarm_t *s, uint32_t chunk) {

@@ -1,9 +1,10 @@
 /* trk_swarm.h - one release's swarm: members, availability, origin leases.
  *
- * A swarm is keyed by the release digest and knows the release's chunk
- * count. Each member (a peer that wants or holds the release) has a
- * have-bitfield; the swarm keeps per-chunk availability (how many members
- * hold the chunk) and the origin lease table: which member, if any, is
+ * A swarm is keyed by the release digest and its chunk count (the
+ * tracker's table). Each member (a peer that wants or holds the release)
+ * has a have-bitfield; the swarm keeps per-chunk availability (how many
+ * members whose claims count hold the chunk: trk_swarm_weigh) and the
+ * origin lease table: which member, if any, is
  * fetching a chunk from S3. The lease invariants (docs/tracker.md):
  *
  *   - a chunk has at most one lease holder at a time;
@@ -64,6 +65,9 @@ typedef struct {
   uint64_t origin_refetch; /* grants of a chunk that was held before */
   uint32_t chunks_suspect; /* claimed, but reported stuck by a downloader */
   uint64_t leases_suspect; /* grants of suspect chunks */
+  uint32_t members_unconfirmed; /* members whose claims count for nothing */
+  uint64_t claims_distrusted;   /* times a member's claims stopped counting */
+  uint64_t claims_confirmed;    /* confirmations accepted (HAVE "f") */
   uint64_t created_ms;
 } trk_swarm_stats_t;
 
@@ -74,6 +78,8 @@ typedef struct {
   uint32_t nleases;
   uint64_t joined_ms;
   uint64_t origin_chunks; /* leases this member completed */
+  int counted;            /* its claims count as holders now */
+  uint64_t confirmed_ms;  /* last confirmation (0: never) */
 } trk_member_info_t;
 
 /* --- swarm (trk_swarm.c) ---------------------------------------------- */
@@ -99,6 +105,9 @@ int trk_swarm_set_uri(trk_swarm_t *s, const char *uri) WS_MUST_USE;
  * and room for its dashboard ring, which it holds only while it gains
  * chunks (trk_stats.h). */
 size_t trk_swarm_member_bytes(const trk_swarm_t *s);
+/* Bytes a swarm costs besides its per-chunk arrays and its members: its
+ * record, the dashboard history and the first members[] room. */
+size_t trk_swarm_fixed_bytes(void);
 
 /* Members the swarm takes (--max-members): 1..TRK_MAX_MEMBERS_MAX, 0 or
  * out of range: TRK_MAX_MEMBERS (the default of a new swarm). Members
@@ -132,11 +141,31 @@ int trk_swarm_add_have(trk_swarm_t *s, trk_member_t *m,
                        uint32_t chunk) WS_MUST_USE;
 void trk_swarm_set_role(trk_swarm_t *s, trk_member_t *m, trk_role_t role);
 
+/* --- weighing of have-claims (trk_swarm.c; docs/tracker.md) ---------- */
+
+/* Weighs every member's claims at now_ms (the tracker's sweep): with no
+ * other member downloading, a member is believed and off trial; else its
+ * trial starts (believed for TRK_CLAIM_GRACE_MS) once it claims a chunk,
+ * and when its belief runs out its claims stop counting in avail, so the
+ * chunks only it claims enter the need set (leasable). */
+void trk_swarm_weigh(trk_swarm_t *s, uint64_t now_ms);
+/* Another member, at another address, verified a chunk m sent it: m is
+ * believed for TRK_CLAIM_CONFIRM_MS more and its claims count again. */
+void trk_swarm_confirm(trk_swarm_t *s, trk_member_t *m, uint64_t now_ms);
+/* Time for what follows (a completed lease extends belief from it). */
+void trk_swarm_set_now(trk_swarm_t *s, uint64_t now_ms);
+/* 1 if m's claims count as holders now. */
+int trk_member_counted(const trk_member_t *m);
+/* 1 if claims stopped counting since the mark was last cleared (clear !=
+ * 0 clears it) and so chunks became leasable: downloaders should be
+ * topped up. */
+int trk_swarm_regrant(trk_swarm_t *s, int clear);
+
 void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out);
 /* Member i (0 <= i < member_count) in join order modulo removals. */
 void trk_swarm_member_info(const trk_swarm_t *s, uint32_t i,
                            trk_member_info_t *out);
-/* Members holding chunk. */
+/* Counted members holding chunk (trk_swarm_weigh). */
 uint32_t trk_swarm_avail(const trk_swarm_t *s, uint32_t chunk);
 /* The member leasing chunk now, or NULL. */
 const trk_member_t *trk_swarm_lease_holder(const trk_swarm_t *s,

@@ -35,6 +35,7 @@ struct trk_tracker_s {
   uint32_t max_members;  /* per swarm (--max-members) */
   uint64_t max_bytes;    /* memory cap (--max-memory) */
   trk_refusal_t refusal; /* why the last refused call was refused */
+  uint32_t nregrant;     /* swarms marked to top up (trk_swarm_regrant) */
 };
 
 static uint64_t state_bytes(const trk_tracker_t *t);
@@ -61,6 +62,8 @@ const char *trk_refusal_name(trk_refusal_t r) {
       [TRK_REFUSE_MEMBERS] = "max_members",
       [TRK_REFUSE_RELEASES_PER_NODE] = "max_releases_per_node",
       [TRK_REFUSE_SWARMS] = "max_releases",
+      [TRK_REFUSE_NODE_BOUND] = "node_id_bound",
+      [TRK_REFUSE_PER_ADDR] = "max_nodes_per_addr",
       [TRK_REFUSE_CONNS] = "handshakes",
   };
   return r < TRK_REFUSE_LAST ? names[r] : "?";
@@ -128,9 +131,31 @@ void trk_tracker_free(trk_tracker_t *t) {
 
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
                                     const ws_hash_t *digest) {
+  trk_swarm_t *best = NULL;
   for (uint32_t i = 0; i < t->nswarms; i++)
-    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest))
+    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest) &&
+        (best == NULL ||
+         trk_swarm_member_count(t->swarms[i]) > trk_swarm_member_count(best)))
+      best = t->swarms[i];
+  return best;
+}
+
+/* The swarm of (digest, total_chunks), or NULL. */
+static trk_swarm_t *swarm_find_key(const trk_tracker_t *t,
+                                   const ws_hash_t *digest,
+                                   uint32_t total_chunks) {
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest) &&
+        trk_swarm_total_chunks(t->swarms[i]) == total_chunks)
       return t->swarms[i];
+  return NULL;
+}
+
+/* p's membership in a swarm of digest (one per digest and peer). */
+static trk_peer_join_t *join_of(trk_peer_t *p, const ws_hash_t *digest) {
+  for (uint32_t i = 0; i < p->njoined; i++)
+    if (ws_hash_eq(trk_swarm_digest(p->joined[i].swarm), digest))
+      return &p->joined[i];
   return NULL;
 }
 
@@ -155,8 +180,10 @@ static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
  * deadline order (two u32) and four bits, rounded up (trk_swarm-int.h). */
 #define SWARM_CHUNK_BYTES (3u * sizeof(uint32_t) + sizeof(void *) + 1u)
 
+/* Everything a swarm allocates but its members: its record, its
+ * dashboard history and its per-chunk arrays. */
 static uint64_t swarm_bytes(uint32_t total_chunks) {
-  return (uint64_t)total_chunks * SWARM_CHUNK_BYTES;
+  return trk_swarm_fixed_bytes() + (uint64_t)total_chunks * SWARM_CHUNK_BYTES;
 }
 
 static uint64_t state_bytes(const trk_tracker_t *t) {
@@ -187,7 +214,15 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
   t->refusal = TRK_REFUSE_NONE;
   if (info == NULL || !trk_peer_node_id_valid(info->node_id))
     return WS_EUSAGE;
+  const char *addr = info->addr != NULL ? info->addr : "";
   trk_peer_t *old = trk_peers_find_node(t->peers, info->node_id);
+  /* A node id is bound to its address while connected (trk_config.h
+   * TRK_MAX_NODES_PER_ADDR): nobody elsewhere takes a node's place. */
+  if (old != NULL && strcmp(old->addr, addr) != 0)
+    return refuse(t, TRK_REFUSE_NODE_BOUND);
+  if (old == NULL && !trk_peer_addr_loopback(addr) &&
+      trk_peers_addr_count(t->peers, addr) >= TRK_MAX_NODES_PER_ADDR)
+    return refuse(t, TRK_REFUSE_PER_ADDR);
   if (old != NULL) {
     old_id = old->id;
     trk_tracker_disconnect(t, old_id);
@@ -218,7 +253,7 @@ int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
     return WS_ENOTFOUND;
   uint16_t port = p->port;
   uint64_t zone = p->zone_hash;
-  int rc = trk_peer_update(p, info);
+  int rc = trk_peers_update(t->peers, p, info);
   if (rc == 0 && (p->port != port || p->zone_hash != zone))
     for (uint32_t i = 0; i < p->njoined; i++)
       trk_swarm_member_refresh(p->joined[i].swarm, p->joined[i].member);
@@ -231,10 +266,12 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
                        trk_member_t **out_m) {
   int rc;
   int created = 0;
-  trk_swarm_t *s = trk_tracker_swarm_find(t, &a->digest);
-  if (s != NULL && trk_swarm_total_chunks(s) != a->total_chunks)
-    return WS_EPROTO;
-  trk_member_t *m = s == NULL ? NULL : trk_swarm_member_of(s, p);
+  trk_peer_join_t *j = join_of(p, &a->digest);
+  if (j != NULL && trk_swarm_total_chunks(j->swarm) != a->total_chunks)
+    return WS_EPROTO; /* it joined with another count: leave first */
+  trk_swarm_t *s =
+      j != NULL ? j->swarm : swarm_find_key(t, &a->digest, a->total_chunks);
+  trk_member_t *m = j != NULL ? j->member : NULL;
   if (m != NULL)
     goto done;
   if (p->njoined >= p->max_joined)
@@ -426,8 +463,9 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   if (a->leave || a->total_chunks == 0) {
     /* Leaving, or not joined yet (no manifest, so no chunk count): the
      * peer gets holders to fetch the manifest from, and the wanted set. */
-    s = trk_tracker_swarm_find(t, &a->digest);
-    m = s == NULL ? NULL : trk_swarm_member_of(s, p);
+    trk_peer_join_t *j = join_of(p, &a->digest);
+    s = j != NULL ? j->swarm : trk_tracker_swarm_find(t, &a->digest);
+    m = j != NULL ? j->member : NULL;
     if (a->leave && m != NULL) {
       member_leave(t, s, m);
       s = NULL;
@@ -444,6 +482,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   rc = swarm_enter(t, p, a, now_ms, &s, &m);
   if (rc < 0)
     goto fail;
+  trk_swarm_set_now(s, now_ms);
   rc = member_apply(t, s, m, a);
   if (rc < 0)
     goto fail;
@@ -472,9 +511,33 @@ static int find_member(trk_tracker_t *t, trk_peer_id_t id,
   trk_peer_t *p = trk_peers_get(t->peers, id);
   if (p == NULL)
     return WS_ENOTFOUND;
-  *s = trk_tracker_swarm_find(t, digest);
-  *m = *s == NULL ? NULL : trk_swarm_member_of(*s, p);
+  trk_peer_join_t *j = join_of(p, digest);
+  *s = j == NULL ? NULL : j->swarm;
+  *m = j == NULL ? NULL : j->member;
   return *m == NULL ? WS_ENOTFOUND : 0;
+}
+
+int trk_tracker_served(trk_tracker_t *t, trk_peer_id_t id,
+                       const ws_hash_t *digest, const char *from_node,
+                       uint64_t now_ms) {
+  trk_swarm_t *s;
+  trk_member_t *m;
+  if (find_member(t, id, digest, &s, &m) < 0 || from_node == NULL)
+    return 0;
+  trk_peer_t *by = trk_member_peer(m);
+  trk_peer_t *from = trk_peers_find_node(t->peers, from_node);
+  if (from == NULL || from == by)
+    return 0;
+  /* One host cannot vouch for itself with a second node id; on loopback
+   * (the tracker's own host) processes cannot be told apart. */
+  if (strcmp(from->addr, by->addr) == 0 &&
+      !(trk_peer_addr_loopback(from->addr) && trk_peer_addr_loopback(by->addr)))
+    return 0;
+  trk_member_t *fm = trk_swarm_member_of(s, from);
+  if (fm == NULL)
+    return 0; /* not in this swarm (another chunk count, or left) */
+  trk_swarm_confirm(s, fm, now_ms);
+  return 1;
 }
 
 int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
@@ -490,6 +553,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
     return rc;
   if (n > trk_swarm_total_chunks(s))
     return WS_EBADMSG;
+  trk_swarm_set_now(s, now_ms);
   for (uint32_t i = 0; i < n; i++) {
     rc = trk_swarm_add_have(s, m, chunks[i]);
     if (rc < 0)
@@ -533,11 +597,44 @@ uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < t->nswarms; i++) {
     n += trk_lease_expire(t->swarms[i], now_ms);
+    trk_swarm_weigh(t->swarms[i], now_ms);
+    t->nregrant += (uint32_t)trk_swarm_regrant(t->swarms[i], 0);
     trk_stats_sample(t->swarms[i], now_ms);
   }
   t->st.leases_expired += n;
   (void)trk_wanted_expire(t->wanted, now_ms);
   return n;
+}
+
+int trk_tracker_regrant_pending(trk_tracker_t *t, int clear) {
+  int pending = t->nregrant > 0;
+  for (uint32_t i = 0; clear && i < t->nswarms; i++)
+    (void)trk_swarm_regrant(t->swarms[i], 1);
+  if (clear)
+    t->nregrant = 0;
+  return pending;
+}
+
+int trk_tracker_regrant(trk_tracker_t *t, trk_peer_id_t id, uint32_t i,
+                        uint64_t now_ms, ws_hash_t *digest, trk_reply_t *r) {
+  uint32_t granted[TRK_LEASES_PER_PEER_MAX];
+  trk_peer_t *p = trk_peers_get(t->peers, id);
+  if (p == NULL || i >= p->njoined)
+    return WS_ENOTFOUND;
+  trk_swarm_t *s = p->joined[i].swarm;
+  trk_member_t *m = p->joined[i].member;
+  if (!trk_swarm_regrant(s, 0))
+    return 0;
+  joining_update(t, s, now_ms);
+  uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
+                                TRK_LEASES_PER_PEER_MAX);
+  if (ng == 0)
+    return 0;
+  memset(r, 0, sizeof(*r));
+  r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+  reply_leases(r, s, m, ng);
+  *digest = *trk_swarm_digest(s);
+  return 1;
 }
 
 int trk_tracker_prefetch(trk_tracker_t *t, const ws_hash_t *digest,

@@ -75,6 +75,8 @@ typedef enum {
   TRK_REFUSE_MEMBERS,           /* --max-members of the release */
   TRK_REFUSE_RELEASES_PER_NODE, /* --max-releases-per-node */
   TRK_REFUSE_SWARMS,            /* TRK_MAX_SWARMS releases tracked */
+  TRK_REFUSE_NODE_BOUND,        /* node id connected from another address */
+  TRK_REFUSE_PER_ADDR,          /* TRK_MAX_NODES_PER_ADDR from one address */
   TRK_REFUSE_CONNS,             /* handshakes at once (trk_server.c) */
   TRK_REFUSE_LAST
 } trk_refusal_t;
@@ -117,11 +119,13 @@ trk_refusal_t trk_tracker_refusal(const trk_tracker_t *t);
 const char *trk_refusal_name(trk_refusal_t r);
 
 /* Registers an authenticated connection. A peer already registered with
- * the same node id (a restarted daemon whose old connection is not yet
- * seen dead) is disconnected first and its id written to *replaced (0 if
- * none) so the caller can close that connection. WS_ELIMIT at the peer
- * cap or the memory cap (trk_tracker_refusal says which), WS_EUSAGE for
- * bad info. */
+ * the same node id from the same address (a restarted daemon whose old
+ * connection is not yet seen dead) is disconnected first and its id
+ * written to *replaced (0 if none) so the caller can close that
+ * connection; from another address the new one is refused (the id is
+ * bound to its address while connected). WS_ELIMIT at the peer cap, the
+ * memory cap, that binding or TRK_MAX_NODES_PER_ADDR (trk_tracker_refusal
+ * says which), WS_EUSAGE for bad info. */
 int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         uint64_t now_ms, trk_peer_id_t *out,
                         trk_peer_id_t *replaced) WS_MUST_USE;
@@ -132,13 +136,16 @@ void trk_tracker_disconnect(trk_tracker_t *t, trk_peer_id_t id);
 int trk_tracker_peer_update(trk_tracker_t *t, trk_peer_id_t id,
                             const trk_peer_info_t *info) WS_MUST_USE;
 
-/* Handles one announce: joins/creates the swarm, applies the have-set and
+/* Handles one announce: joins/creates the swarm (keyed by digest and
+ * chunk count: an announce with another count for the same digest is a
+ * swarm of its own, so a wrong count squats nothing), applies the have-set and
  * deltas, tops up origin leases, selects peers, lists wanted releases.
  * Costs one token of the peer's announce bucket (WS_EBUSY when empty).
- * Errors: WS_ENOTFOUND unknown peer, WS_EPROTO chunk count differs from the
- * swarm's, WS_ELIMIT a cap (swarms, members, swarms per peer, memory),
- * WS_EBADMSG bad bitfield/delta, WS_EUSAGE bad uri/role. On error *reply
- * is zeroed; state changes already applied (e.g. a valid bitfield) stay. */
+ * Errors: WS_ENOTFOUND unknown peer, WS_EPROTO chunk count differs from
+ * the one this peer joined the release with, WS_ELIMIT a cap (swarms, members,
+ * swarms per peer, memory), WS_EBADMSG bad bitfield/delta, WS_EUSAGE bad
+ * uri/role. On error *reply is zeroed; state changes already applied (e.g. a
+ * valid bitfield) stay. */
 int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                          const trk_announce_t *a, uint64_t now_ms,
                          trk_reply_t *reply) WS_MUST_USE;
@@ -151,6 +158,13 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
                      const ws_hash_t *digest, const uint32_t *chunks,
                      uint32_t n, uint64_t now_ms,
                      trk_reply_t *reply) WS_MUST_USE;
+/* The peer verified a chunk of digest that the node from_node sent it
+ * (HAVE "f"): if from_node is another member of the peer's swarm at
+ * another address (or both are on loopback), its claims are confirmed
+ * (trk_swarm_confirm). 1 confirmed, 0 not (unknown, self, same address). */
+int trk_tracker_served(trk_tracker_t *t, trk_peer_id_t id,
+                       const ws_hash_t *digest, const char *from_node,
+                       uint64_t now_ms);
 /* Lease renew / release for one chunk; WS_ENOTFOUND if the peer, swarm or
  * lease is unknown (the peer should stop fetching that chunk). */
 int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
@@ -159,9 +173,19 @@ int trk_tracker_renew(trk_tracker_t *t, trk_peer_id_t id,
 int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
                         const ws_hash_t *digest, uint32_t chunk,
                         uint64_t now_ms) WS_MUST_USE;
-/* Periodic work (every TRK_SWEEP_INTERVAL_MS): expires leases in all
- * swarms. Returns how many expired. */
+/* Periodic work (every TRK_SWEEP_INTERVAL_MS): expires leases and weighs
+ * claims (trk_swarm_weigh) in all swarms. Returns how many leases
+ * expired. */
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms);
+/* After a tick: the leases peer id may take now in swarms where claims
+ * stopped counting (a top-up, as trk_tracker_have with no chunks), for
+ * its joined release i (0 <= i < its joins). 1 with *digest and *r set
+ * when some were granted, 0 if none, WS_ENOTFOUND past its joins. */
+int trk_tracker_regrant(trk_tracker_t *t, trk_peer_id_t id, uint32_t i,
+                        uint64_t now_ms, ws_hash_t *digest, trk_reply_t *r);
+/* 1 if the last tick left swarms to top up (trk_tracker_regrant); clears
+ * the marks when clear != 0. */
+int trk_tracker_regrant_pending(trk_tracker_t *t, int clear);
 
 /* The autoscaler hook. digest and/or uri (see trk_wanted_add). A digest
  * alone must name a swarm the tracker knows (its URI is filled in from the
@@ -192,6 +216,8 @@ trk_peers_t *trk_tracker_peers(const trk_tracker_t *t);
 trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t);
 uint32_t trk_tracker_swarm_count(const trk_tracker_t *t);
 trk_swarm_t *trk_tracker_swarm_at(const trk_tracker_t *t, uint32_t i);
+/* The swarm of digest with the most members (several when announces
+ * disagree on the chunk count), or NULL. */
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
                                     const ws_hash_t *digest);
 void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out);

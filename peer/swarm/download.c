@@ -65,6 +65,8 @@ static void download_report(peer_download_t *dl, int status,
   peer_downloads_t *dls = dl->dls;
   peer_file_t *file = dl->file;
   uint32_t j = dl->j;
+  char sender[sizeof(dl->node_id)];
+  memcpy(sender, dl->node_id, sizeof(sender));
   if (status == WS_EDIGEST)
     dls->ban(dls->arg, dl->node_id, dl->host, dl->port,
              "sent a chunk that failed its hash");
@@ -83,12 +85,14 @@ static void download_report(peer_download_t *dl, int status,
   if (dl->next != NULL)
     dl->next->prev = dl->prev;
   free(dl);
+  dls->sender = status == 0 ? sender : NULL;
   peer_file_chunk_done(file, j, PEER_SRC_PEER,
                        status == 0 || status == WS_EDIGEST ||
                                ws_err_is_disk(status)
                            ? status
                            : WS_ECANCELED,
                        errmsg);
+  dls->sender = NULL;
   /* Uploads of the chunk as it arrived get the rest now, or fail. */
   peer_file_chunk_progress(file, j);
   peer_file_unref(file);

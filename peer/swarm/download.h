@@ -57,6 +57,9 @@ typedef struct peer_downloads_s {
   /* A download reported (its chunk is DONE or back to be fetched): the
    * pipelines may start more work. */
   void (*reported)(void *arg);
+  /* While a verified chunk is reported to its file: the node id of the
+   * neighbour it came from (the chunk_done listeners read it); else NULL. */
+  const char *sender;
 } peer_downloads_t;
 
 /* Starts receiving chunk j of file (INFLIGHT, taken by a request of the

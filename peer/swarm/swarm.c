@@ -112,8 +112,9 @@ static void swarm_kick(void *arg) {
 static void swarm_on_chunk_done(void *arg, peer_file_t *f, uint32_t j,
                                 peer_source_t src) {
   peer_swarm_t *s = arg;
-  (void)src;
-  swarm_rels_chunk_done(&s->rels, f, j);
+  /* From a neighbour: the download being reported names it. */
+  swarm_rels_chunk_done_from(&s->rels, f, j,
+                             src == PEER_SRC_PEER ? s->downloads.sender : NULL);
 }
 
 static void swarm_on_chunk_live(void *arg, peer_file_t *f, uint32_t j) {

@@ -166,7 +166,8 @@ static void rel_have(peer_swarm_rel_t *rel, uint32_t g) {
       (void)peer_neighbor_send(n, &m); /* a full queue drops one HAVE */
   }
   if (t->tl != NULL)
-    swarm_rel_tracker_rc("have", peer_trackers_have(t->tl, rel->digest.b, g));
+    swarm_rel_tracker_rc(
+        "have", peer_trackers_have_from(t->tl, rel->digest.b, g, t->from));
   for (uint32_t i = 0; i < rel->nleases; i++) {
     if (rel->leases[i].chunk == g) {
       rel->leases[i] = rel->leases[--rel->nleases];
@@ -207,6 +208,13 @@ void swarm_rels_chunk_done(peer_swarm_rels_t *t, peer_file_t *file,
   if (file->mf.chunks == NULL)
     return;
   rels_each_with_file(t, file, rel_have_one, &j);
+}
+
+void swarm_rels_chunk_done_from(peer_swarm_rels_t *t, peer_file_t *file,
+                                uint32_t j, const char *from) {
+  t->from = from;
+  swarm_rels_chunk_done(t, file, j);
+  t->from = NULL;
 }
 
 /* HAVE "p" for global chunk g to n, when n takes them and lacks g. */

@@ -104,6 +104,9 @@ struct peer_swarm_rels_s {
   peer_swarm_rel_t *head;
   uint32_t count;
   bool stopping;
+  /* While swarm_rels_chunk_done reports a chunk from a neighbour: its
+   * node id (the tracker HAVE's "f"); NULL otherwise. */
+  const char *from;
 };
 
 /* The only way a record changes state (the table of legal transitions is
@@ -165,6 +168,9 @@ void swarm_rel_live_haves(peer_swarm_rel_t *rel, peer_neighbor_t *n);
 /* Chunk j of file verified: HAVE in every FETCHING record listing file
  * (manifests with chunk hashes only; whole-file ones wait for the file). */
 void swarm_rels_chunk_done(peer_swarm_rels_t *t, peer_file_t *file, uint32_t j);
+/* The same for a chunk verified from neighbour from (node id). */
+void swarm_rels_chunk_done_from(peer_swarm_rels_t *t, peer_file_t *file,
+                                uint32_t j, const char *from);
 /* The origin began fetching chunk j of file: HAVE "p" to neighbours that
  * take it and lack the chunk. */
 void swarm_rels_chunk_live(peer_swarm_rels_t *t, peer_file_t *file, uint32_t j);

@@ -557,6 +557,12 @@ fail:
 
 int peer_tracker_link_have(peer_tracker_link_t *tc, const uint8_t digest[32],
                            uint32_t chunk) {
+  return peer_tracker_link_have_from(tc, digest, chunk, NULL);
+}
+
+int peer_tracker_link_have_from(peer_tracker_link_t *tc,
+                                const uint8_t digest[32], uint32_t chunk,
+                                const char *from) {
   tc_rel_t *r = tc_rel_find(tc, digest, NULL);
   ws_msg_t m;
   int rc;
@@ -579,6 +585,8 @@ int peer_tracker_link_have(peer_tracker_link_t *tc, const uint8_t digest[32],
     m.type = WS_MSG_HAVE;
     memcpy(m.u.have.digest, digest, WS_PROTO_DIGEST_LEN);
     m.u.have.chunk = chunk;
+    if (from != NULL)
+      snprintf(m.u.have.from, sizeof(m.u.have.from), "%s", from);
     if (wire_conn_send(tc->conn, &m) == 0)
       tc->st.haves++;
   }

@@ -127,6 +127,12 @@ int peer_tracker_link_track(peer_tracker_link_t *tc, const uint8_t digest[32],
  * WS_EUSAGE chunk out of range. Idempotent. */
 int peer_tracker_link_have(peer_tracker_link_t *tc, const uint8_t digest[32],
                            uint32_t chunk) WS_MUST_USE;
+/* Same, naming the neighbour the chunk came from and was verified from
+ * (from: its node id, NULL or "" for S3): the HAVE's "f", with which the
+ * tracker confirms that neighbour's have-claims (docs/tracker.md). */
+int peer_tracker_link_have_from(peer_tracker_link_t *tc,
+                                const uint8_t digest[32], uint32_t chunk,
+                                const char *from) WS_MUST_USE;
 /* The release is complete: role seed, want false, announced at once with
  * event COMPLETED. WS_ENOTFOUND. */
 int peer_tracker_link_done(peer_tracker_link_t *tc,

@@ -431,6 +431,11 @@ int peer_trackers_track(peer_trackers_t *tr, const uint8_t digest[32],
 
 int peer_trackers_have(peer_trackers_t *tr, const uint8_t digest[32],
                        uint32_t chunk) {
+  return peer_trackers_have_from(tr, digest, chunk, NULL);
+}
+
+int peer_trackers_have_from(peer_trackers_t *tr, const uint8_t digest[32],
+                            uint32_t chunk, const char *from) {
   trs_rel_t *r = trs_find(tr, digest, NULL);
 
   if (r == NULL)
@@ -438,7 +443,7 @@ int peer_trackers_have(peer_trackers_t *tr, const uint8_t digest[32],
   if (chunk >= r->total)
     return WS_EUSAGE;
   ws_bitfield_set(&r->have, chunk);
-  return peer_tracker_link_have(tr->links[r->cur].tc, digest, chunk);
+  return peer_tracker_link_have_from(tr->links[r->cur].tc, digest, chunk, from);
 }
 
 int peer_trackers_done(peer_trackers_t *tr, const uint8_t digest[32]) {

@@ -118,6 +118,9 @@ int peer_trackers_track(peer_trackers_t *tr, const uint8_t digest[32],
                         const char *uri, ws_swarm_role_t role) WS_MUST_USE;
 int peer_trackers_have(peer_trackers_t *tr, const uint8_t digest[32],
                        uint32_t chunk) WS_MUST_USE;
+/* peer_trackers_have naming the neighbour it came from (NULL: S3). */
+int peer_trackers_have_from(peer_trackers_t *tr, const uint8_t digest[32],
+                            uint32_t chunk, const char *from) WS_MUST_USE;
 int peer_trackers_done(peer_trackers_t *tr,
                        const uint8_t digest[32]) WS_MUST_USE;
 int peer_trackers_untrack(peer_trackers_t *tr,

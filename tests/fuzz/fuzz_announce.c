@@ -1,7 +1,8 @@
 /* fuzz_announce.c - fuzz target for the tracker's announce handling: the
  * ANNOUNCE / HAVE / LEASE_* body decoders (proto/msg_trk.c) and, for what
  * decodes, the tracker core (trk_tracker.c: state machine, leases, caps,
- * the suspect-chunk "st" path), the way trk_server_msg.c drives it.
+ * the suspect-chunk "st" path, the weighing of claims: HAVE "f" and the
+ * tick), the way trk_server_msg.c drives it.
  *
  * The input is a script of records run on a fresh tracker (8 peer slots,
  * so the peer cap is reached): one op byte, then for message ops a 2-byte
@@ -51,11 +52,12 @@ static void check_chunk(const trk_swarm_t *s, uint32_t c, uint32_t *need,
   uint32_t a = 0, holders = 0;
   for (uint32_t i = 0; i < s->nmembers; i++) {
     const trk_member_t *m = s->members[i];
-    a += (uint32_t)trk_bits_get(m->have, c);
+    /* avail counts the claims of counted (believed) members only. */
+    a += (uint32_t)(m->counted && trk_bits_get(m->have, c));
     for (uint32_t k = 0; k < m->nleases; k++)
       if (m->leases[k].chunk == c) {
         holders++;
-        CHECK(s->holder[c] == m);
+        CHECK(s->holder[c] == m && !trk_bits_get(m->have, c));
       }
   }
   CHECK(a == s->avail[c] && holders <= 1);
@@ -74,7 +76,7 @@ static void check_chunk(const trk_swarm_t *s, uint32_t c, uint32_t *need,
 
 static void check_swarm(const trk_swarm_t *s) {
   uint32_t need = 0, held = 0, leased = 0, complete = 0, down = 0;
-  uint32_t suspect = 0;
+  uint32_t suspect = 0, uncounted = 0;
   if ((uint64_t)s->total * (s->nmembers + 1) > FUZZ_CHECK_CELLS)
     return;
   for (uint32_t c = 0; c < s->total; c++) {
@@ -85,10 +87,12 @@ static void check_swarm(const trk_swarm_t *s) {
   for (uint32_t i = 0; i < s->nmembers; i++) {
     const trk_member_t *m = s->members[i];
     CHECK(m->idx == i && m->nleases <= TRK_LEASES_PER_PEER_MAX);
+    uncounted += !m->counted;
     complete += m->have_count == s->total;
     down += m->role == TRK_ROLE_LEECH && m->have_count < s->total;
   }
   CHECK(need == s->need_count && suspect == s->suspect_count);
+  CHECK(uncounted == s->uncounted);
   CHECK(held == s->held_chunks && leased == s->leased);
   CHECK(complete == s->complete && down == s->downloaders);
 }
@@ -108,9 +112,15 @@ static void check_all(const fz_t *f) {
     check_swarm(trk_tracker_swarm_at(f->t, i));
 }
 
+/* Peer p's address: peers 0 and 1 differ (confirmations count), 2 and 3
+ * share 0's (they do not). */
+static const char *addr_of(unsigned p) {
+  return p == 1 ? "10.0.0.2" : "10.0.0.1";
+}
+
 /* Mirrors trk_server_msg.c on_announce. */
 static void on_announce(fz_t *f, unsigned p, const ws_announce_t *a) {
-  static const char *const addr = "10.0.0.1";
+  const char *addr = addr_of(p);
   char node[16] = "node-0";
   trk_announce_t ta;
   trk_reply_t r;
@@ -168,6 +178,9 @@ static void on_msg(fz_t *f, unsigned p, uint8_t type, const uint8_t *body,
       on_announce(f, p, &m.u.announce);
     } else if (type == WS_MSG_HAVE) {
       memcpy(d.b, m.u.have.digest, sizeof(d.b));
+      /* Mirrors trk_server_msg.c on_have: "f" first. */
+      if (m.u.have.from[0] != '\0')
+        (void)trk_tracker_served(f->t, f->id[p], &d, m.u.have.from, f->now);
       if (trk_tracker_have(f->t, f->id[p], &d, &m.u.have.chunk, 1, f->now,
                            &r) == 0)
         check_reply(&r);
@@ -183,7 +196,7 @@ static void on_connect(fz_t *f, unsigned p) {
   trk_peer_id_t replaced = 0;
   node[5] = (char)('0' + p);
   trk_peer_info_t info = {
-      .node_id = node, .addr = "10.0.0.1", .port = 7000, .zone = "z"};
+      .node_id = node, .addr = addr_of(p), .port = 7000, .zone = "z"};
   if (trk_tracker_connect(f->t, &info, f->now, &f->id[p], &replaced) == 0)
     f->connected[p] = 1;
   for (unsigned i = 0; i < NPEER; i++)

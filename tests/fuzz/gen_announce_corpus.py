@@ -79,6 +79,21 @@ SEEDS = {
                   msg(HAVE, 0, {"d": D}) + msg(RENEW, 0, {"c": [1]}) +
                   ann(0, tot=8, have=b"\x00\x00"),
     "truncated": ann(0)[:-4],
+    # A full-bitfield claim nobody confirms stops counting after the grace
+    # (ticks of 3 s), its chunks are leased; a HAVE "f" naming it from
+    # another address (peer 1 is at its own address) counts it again, one
+    # from the same address (peer 2) does not.
+    "liar_claims": ann(1, role=1, have=b"\xff\xff") + ann(0, hd=[0]) +
+                   op(TICK, 6) + op(TICK, 6) + ann(0) +
+                   msg(HAVE, 0, {"d": D, "c": 1, "f": "node-1"}) +
+                   op(CONNECT, 2) + ann(2) +
+                   msg(HAVE, 2, {"d": D, "c": 2, "f": "node-0"}) +
+                   op(TICK, 30) + ann(0, have=b"\x00\x00") + op(TICK, 2),
+    # A wrong chunk count is a swarm of its own: the right one joins.
+    "squat_tot": ann(1, tot=1, role=1, have=b"\x80") + ann(0, tot=16) +
+                 op(CONNECT, 2) + ann(2, tot=16) + ann(1, tot=16) +
+                 msg(HAVE, 0, {"d": D, "c": 0, "f": "node-2"}) +
+                 ann(3, tot=0),
 }
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,6 +277,13 @@ static void test_lease_and_peer(void **state) {
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_true(o.u.have.live);
   assert_int_equal(o.u.have.chunk, 4000000000u);
+  assert_string_equal(o.u.have.from, ""); /* absent: from S3 / unknown */
+  /* "f": the neighbour the chunk came from (to a tracker). */
+  m.u.have.live = false;
+  snprintf(m.u.have.from, sizeof(m.u.have.from), "node-7");
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_string_equal(o.u.have.from, "node-7");
+  assert_false(o.u.have.live);
 
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_BITFIELD;

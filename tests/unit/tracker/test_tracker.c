@@ -255,8 +255,16 @@ static void test_reconnect_replaces(void **state) {
   trk_announce_t an = ann(&d, 16);
   assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
   assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
-  trk_peer_info_t in = {.node_id = "node", .port = 2};
-  trk_peer_id_t a2, old;
+  /* The same node id from another address is refused: the id is bound
+   * to its address while connected, the first one stays. */
+  trk_peer_info_t in = {.node_id = "node", .addr = "10.0.0.66", .port = 2};
+  trk_peer_id_t a2, old = 77;
+  assert_int_equal(trk_tracker_connect(t, &in, 5, &a2, &old), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_NODE_BOUND);
+  assert_non_null(trk_peers_get(trk_tracker_peers(t), a));
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  /* From its own address: a restarted daemon, the new one replaces it. */
+  in.addr = "10.0.0.9";
   assert_int_equal(trk_tracker_connect(t, &in, 5, &a2, &old), 0);
   assert_int_equal(old, a);
   assert_int_not_equal(a2, a);

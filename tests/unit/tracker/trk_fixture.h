@@ -78,11 +78,13 @@ static inline void fx_check(const trk_swarm_t *s) {
     uint32_t a = 0, holders = 0;
     for (uint32_t i = 0; i < s->nmembers; i++) {
       const trk_member_t *m = s->members[i];
-      a += (uint32_t)trk_bits_get(m->have, c);
+      /* avail counts the claims of counted (believed) members only. */
+      a += (uint32_t)(m->counted && trk_bits_get(m->have, c));
       for (uint32_t k = 0; k < m->nleases; k++)
         if (m->leases[k].chunk == c) {
           holders++;
           assert_ptr_equal(s->holder[c], m);
+          assert_false(trk_bits_get(m->have, c)); /* leases what it lacks */
         }
     }
     assert_int_equal(a, s->avail[c]);
@@ -106,8 +108,10 @@ static inline void fx_check(const trk_swarm_t *s) {
     held += a > 0;
     leased += s->holder[c] != NULL;
   }
+  uint32_t uncounted = 0;
   for (uint32_t i = 0; i < s->nmembers; i++) {
     const trk_member_t *m = s->members[i];
+    uncounted += !m->counted;
     assert_int_equal(m->idx, i);
     complete += m->have_count == s->total;
     down += m->role == TRK_ROLE_LEECH && m->have_count < s->total;
@@ -132,6 +136,7 @@ static inline void fx_check(const trk_swarm_t *s) {
   }
   assert_int_equal(s->ltail, prev);
   assert_int_equal(listed, s->leased);
+  assert_int_equal(uncounted, s->uncounted);
   assert_int_equal(need, s->need_count);
   assert_int_equal(suspect, s->suspect_count);
   assert_int_equal(held, s->held_chunks);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,7 @@ typedef struct {
   ann_rec_t ann[MAX_ANN];
   unsigned nhave;
   uint32_t have_chunk;
+  char have_from[WS_NODE_ID_MAX + 1]; /* the HAVE's "f" */
   unsigned nrel;
   uint32_t rel_chunk;
   unsigned nbye;
@@ -193,6 +195,7 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
   case WS_MSG_HAVE:
     tf->nhave++;
     tf->have_chunk = m->u.have.chunk;
+    snprintf(tf->have_from, sizeof(tf->have_from), "%s", m->u.have.from);
     break;
   case WS_MSG_LEASE_RELEASE:
     tf->nrel++;
@@ -272,8 +275,9 @@ static void cl_on_leases(void *arg, const uint8_t digest[32],
   tf->lease_chunks[1] = chunks[1];
   tf->lease_ttl = ttl;
   if (tf->mode == 1) {
-    /* "fetched" chunk 7 from origin */
-    assert_int_equal(peer_tracker_link_have(tf->tc, digest, chunks[0]), 0);
+    /* "fetched" chunk 7 (from neighbour nbr-1: the HAVE names it) */
+    assert_int_equal(
+        peer_tracker_link_have_from(tf->tc, digest, chunks[0], "nbr-1"), 0);
     assert_int_equal(peer_tracker_link_have(tf->tc, digest, chunks[0]), 0);
   }
 }
@@ -399,6 +403,7 @@ static void test_announce_flow(void **state) {
   /* HAVE sent immediately, once; lease released; goodbye on close */
   assert_int_equal(tf->nhave, 1);
   assert_int_equal(tf->have_chunk, 7);
+  assert_string_equal(tf->have_from, "nbr-1");
   assert_int_equal(tf->nrel, 1);
   assert_int_equal(tf->rel_chunk, 8);
   assert_int_equal(tf->nbye, 1);
