@@ -164,6 +164,12 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) WS_MUST_USE;
 int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
                        wire_conn_raw_cb done, void *arg) WS_MUST_USE;
 
+/* The same for a buffer the caller lets the connection overwrite until
+ * done runs (its own read buffer, not one shared with other connections):
+ * a sealed payload is then encrypted in place, without a copy. */
+int wire_conn_send_raw_inplace(wire_conn_t *c, void *buf, size_t len,
+                               wire_conn_raw_cb done, void *arg) WS_MUST_USE;
+
 /* Bytes still owed to the open payload (0 when none is open). */
 uint64_t wire_conn_payload_left(const wire_conn_t *c);
 

@@ -261,19 +261,38 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   return 0;
 }
 
-/* Encrypts it's piece into it->sealed, with the tag after the payload's
- * last piece. */
-static int io_seal_piece(wire_conn_t *c, wire_item_t *it) {
+/* Encrypts it's piece: into it->sealed (a copy: the caller's buffer may be
+ * going to other connections too), or in place when the caller allowed it.
+ * After the payload's last piece the tag follows: in the copy, or in
+ * *tag_out (an item of its own). */
+static int io_seal_piece(wire_conn_t *c, wire_item_t *it, uint8_t *inplace,
+                         wire_item_t **tag_out) {
   bool last = it->len == c->payload_left;
-  size_t n = it->len + (last ? WS_PAYLOAD_TAG_LEN : 0);
+  size_t n = it->len + (last && inplace == NULL ? WS_PAYLOAD_TAG_LEN : 0);
+  uint8_t *out = inplace;
   int rc;
 
-  it->sealed = malloc(n);
-  if (it->sealed == NULL)
-    return -ENOMEM;
-  rc = ws_payload_aead_update(c->tx_aead, it->raw, it->sealed, it->len);
-  if (rc == 0 && last)
-    rc = ws_payload_aead_final(c->tx_aead, it->sealed + it->len);
+  *tag_out = NULL;
+  if (out == NULL) {
+    out = it->sealed = malloc(n);
+    if (out == NULL)
+      return -ENOMEM;
+  }
+  rc = ws_payload_aead_update(c->tx_aead, it->raw, out, it->len);
+  if (rc == 0 && last) {
+    uint8_t tag[WS_PAYLOAD_TAG_LEN];
+    rc = ws_payload_aead_final(c->tx_aead, tag);
+    if (rc == 0 && inplace == NULL) {
+      memcpy(out + it->len, tag, sizeof(tag));
+    } else if (rc == 0) {
+      wire_item_t *t = io_item_new(c);
+      rc = t == NULL ? -ENOMEM : ws_pbuf_append(&t->pb, tag, sizeof(tag));
+      if (rc < 0 && t != NULL)
+        item_free(t);
+      else
+        *tag_out = t;
+    }
+  }
   if (rc < 0) {
     free(it->sealed);
     it->sealed = NULL;
@@ -283,9 +302,9 @@ static int io_seal_piece(wire_conn_t *c, wire_item_t *it) {
   return 0;
 }
 
-int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
-                       wire_conn_raw_cb done, void *arg) {
-  wire_item_t *it;
+static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
+                       size_t len, wire_conn_raw_cb done, void *arg) {
+  wire_item_t *it, *tag = NULL;
   int rc;
 
   if (c->state != WC_OPEN && c->state != WC_GOODBYE)
@@ -302,7 +321,7 @@ int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
   it->done = done;
   it->arg = arg;
   if (c->tx_sealed) {
-    rc = io_seal_piece(c, it);
+    rc = io_seal_piece(c, it, inplace, &tag);
     if (rc < 0) {
       free(it);
       wire_conn_close(c, rc);
@@ -316,17 +335,38 @@ int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
   if (rc < 0) {
     free(it->sealed);
     free(it); /* the buffer stays the caller's; no done callback */
+    if (tag != NULL)
+      item_free(tag);
     wire_conn_close(c, rc);
     return rc;
   }
   c->payload_left -= len;
   if (c->payload_left == 0) {
     c->tx_sealed = false;
+    if (tag != NULL) {
+      tag->len = tag->pb.len;
+      c->st.sendq_bytes += tag->len;
+      rc = io_write(c, tag); /* frees tag on failure */
+      if (rc < 0) {
+        wire_conn_close(c, rc); /* this piece is queued: done still runs */
+        return 0;
+      }
+    }
     rc = io_flush_held(c);
     if (rc < 0)
       wire_conn_close(c, rc); /* this piece is queued: done still runs */
   }
   return 0;
+}
+
+int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
+                       wire_conn_raw_cb done, void *arg) {
+  return io_send_raw(c, buf, NULL, len, done, arg);
+}
+
+int wire_conn_send_raw_inplace(wire_conn_t *c, void *buf, size_t len,
+                               wire_conn_raw_cb done, void *arg) {
+  return io_send_raw(c, buf, buf, len, done, arg);
 }
 
 int wire_io_send_goodbye(wire_conn_t *c, uint32_t reason) {

@@ -265,7 +265,9 @@ static void up_send_filled(peer_upload_t *up) {
       }
     }
     b->filled = 0;
-    int rc = wire_conn_send_raw(up->n->c, b->data, b->len, up_raw_done, b);
+    /* The buffer is this upload's own: sealed in place, no copy. */
+    int rc =
+        wire_conn_send_raw_inplace(up->n->c, b->data, b->len, up_raw_done, b);
     if (rc != 0) {
       b->busy = 0;
       up_fail(up, rc);

@@ -20,7 +20,6 @@ peers" and "On-path attacker").
 """
 import os
 import socket
-import struct
 import threading
 import time
 
@@ -241,4 +240,76 @@ def test_bit_flipped_on_the_path_bans_nobody(rgw, s3env, tmp_path):
         for p in (victim, seed):
             if p is not None:
                 p.stop()
+        trk.stop()
+
+
+class Recorder:
+    """A TCP relay on 127.0.0.1 in front of target_port that keeps every
+    byte the target sends back (what anyone on the path would see)."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.seen = bytearray()
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(4)
+        self.port = self.ls.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        try:
+            a, _ = self.ls.accept()
+        except OSError:
+            return
+        b = socket.create_connection(("127.0.0.1", self.target))
+        threading.Thread(target=FlipOnPath.pipe, args=(a, b), daemon=True).start()
+        try:
+            while True:
+                d = b.recv(65536)
+                if not d:
+                    break
+                self.seen += d
+                a.sendall(d)
+        except OSError:
+            pass
+
+    def close(self):
+        self.ls.close()
+
+
+def test_weights_never_cross_the_path_in_clear(rgw, s3env, tmp_path):
+    """A keyed client asks the seed for two chunks through a relay that
+    records what the seed sends: the chunks arrive (and open with the
+    payload key), but no 64-byte run of the weights is on the wire. The
+    old code sent CHUNK payloads in clear."""
+    pub, src, data, key, trk, seed = make_swarm(s3env, rgw, tmp_path, "clear")
+    dig = bytes.fromhex(pub["digest"][len("sha256-"):])
+    rec = Recorder(listen_port(seed))
+    try:
+        c = wsproto.Conn("127.0.0.1", rec.port, wsproto.read_key(key), node_id="reader")
+        assert c.handshake()
+        c.send(wsproto.T["BITFIELD"], {"d": dig, "tot": NCHUNKS,
+                                       "bits": bytes(NCHUNKS // 8)})
+        got = {}
+        for g in (0, 5):
+            c.send(wsproto.T["REQUEST"], {"d": dig, "c": g, "id": g})
+        deadline = time.time() + 30
+        while len(got) < 2 and time.time() < deadline:
+            t, b, pl = c.read_frame()
+            if t == wsproto.T["CHUNK"]:
+                got[b["c"]] = pl
+        assert set(got) == {0, 5}
+        for g, pl in got.items():
+            assert pl == data[g * MiB:(g + 1) * MiB], g
+        c.close()
+        time.sleep(0.2)
+        wire = bytes(rec.seen)
+        assert len(wire) > 2 * MiB  # both chunks crossed the relay
+        for g in (0, 5):
+            chunk = data[g * MiB:(g + 1) * MiB]
+            for off in range(0, MiB, 64 * 1024):
+                assert chunk[off:off + 64] not in wire, (g, off)
+    finally:
+        rec.close()
+        seed.stop()
         trk.stop()

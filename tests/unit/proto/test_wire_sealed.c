@@ -43,6 +43,7 @@ typedef struct {
   mode_t_ mode;
   uint8_t plain[PAYLOAD_BYTES];
   uint8_t got[PAYLOAD_BYTES];
+  uint8_t scratch[PAYLOAD_BYTES]; /* in-place pieces are sealed here */
   size_t got_len;
   unsigned lasts, pieces_after_last;
   bool contiguous;
@@ -79,14 +80,28 @@ static void raw_done(wire_conn_t *c, void *arg, int status) {
 static void srv_frame(wire_conn_t *c, const ws_msg_t *m) {
   fx_t *fx = wire_conn_user(c);
 
-  /* RECV_SEALED: the raw peer asks with a HAVE once it is ready to read. */
+  /* RECV_SEALED: the raw peer asks with a HAVE once it is ready to read.
+   * Pieces alternate between a copy (send_raw) and in place
+   * (send_raw_inplace, on a scratch copy); the last one is in place, so
+   * its tag goes as an item of its own. */
   if (fx->mode == RECV_SEALED && m->type == WS_MSG_HAVE) {
-    for (size_t off = 0; off < PAYLOAD_BYTES; off += PIECE_BYTES) {
+    unsigned i = 0;
+    memcpy(fx->scratch, fx->plain, PAYLOAD_BYTES);
+    for (size_t off = 0; off < PAYLOAD_BYTES; off += PIECE_BYTES, i++) {
       size_t n =
           PAYLOAD_BYTES - off < PIECE_BYTES ? PAYLOAD_BYTES - off : PIECE_BYTES;
-      assert_int_equal(
-          wire_conn_send_raw(c, fx->plain + off, n, raw_done, NULL), 0);
+      if (i % 2 == 0)
+        assert_int_equal(
+            wire_conn_send_raw(c, fx->plain + off, n, raw_done, NULL), 0);
+      else
+        assert_int_equal(
+            wire_conn_send_raw_inplace(c, fx->scratch + off, n, raw_done, NULL),
+            0);
     }
+    assert_int_equal(i % 2, 0); /* the last piece (i - 1) went in place */
+    /* In place means in place: the scratch piece is ciphertext now. */
+    assert_memory_not_equal(fx->plain + PIECE_BYTES, fx->scratch + PIECE_BYTES,
+                            PIECE_BYTES);
   }
 }
 
