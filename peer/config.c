@@ -30,6 +30,7 @@ typedef enum {
   KEY_API_TOKEN_FILE,
   KEY_API_TOKEN_READS,
   KEY_INSECURE,
+  KEY_PLAINTEXT_PAYLOADS,
   KEY_LISTEN,
   KEY_TRACKER,
   KEY_CLUSTER_KEY,
@@ -74,6 +75,11 @@ static const ws_arg_t k_keys[KEY_LAST] = {
     [KEY_INSECURE] = {"insecure", "P2P_INSECURE", NULL, WS_ARG_BOOL, 0,
                       "development only: swarm mode without --cluster-key "
                       "(all-zero key), --http without a token (open API)"},
+    [KEY_PLAINTEXT_PAYLOADS] = {"plaintext-payloads", "P2P_PLAINTEXT_PAYLOADS",
+                                NULL, WS_ARG_BOOL, 0,
+                                "chunks cross the node network in clear "
+                                "(saves AES-GCM's CPU; only where nobody "
+                                "unkeyed can see that network)"},
     [KEY_LISTEN] = {"listen", "P2P_LISTEN", "HOST:PORT", WS_ARG_STR, 0,
                     "peer protocol listener (swarm mode)"},
     [KEY_TRACKER] = {"tracker", "P2P_TRACKER", "HOST:PORT[,HOST:PORT...]",
@@ -532,6 +538,8 @@ static int config_load_liveness(peer_settings_t *cfg, const char *v[KEY_LAST]) {
  * swarm settings are loaded. */
 static int config_load_secrets(peer_settings_t *cfg, const char *v[KEY_LAST]) {
   cfg->insecure = v[KEY_INSECURE] != NULL && ws_parse_bool(v[KEY_INSECURE]);
+  cfg->plaintext_payloads = v[KEY_PLAINTEXT_PAYLOADS] != NULL &&
+                            ws_parse_bool(v[KEY_PLAINTEXT_PAYLOADS]);
   cfg->api_token_reads =
       v[KEY_API_TOKEN_READS] != NULL && ws_parse_bool(v[KEY_API_TOKEN_READS]);
   if (cfg->api_token_reads && v[KEY_API_TOKEN_FILE] == NULL) {

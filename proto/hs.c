@@ -76,7 +76,9 @@ int ws_hs_hello_encode(ws_hs_t *hs, const ws_hello_t *info, ws_pbuf_t *out) {
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_HELLO;
   m.u.hello = *info;
-  m.u.hello.version = WS_HELLO_VERSION;
+  if (m.u.hello.version < WS_PROTO_VERSION ||
+      m.u.hello.version > WS_HELLO_VERSION)
+    m.u.hello.version = WS_HELLO_VERSION;
   memcpy(m.u.hello.nonce, hs->my_nonce, WS_HS_NONCE_LEN);
   rc = ws_msg_encode(&m, out);
   if (rc < 0)
@@ -88,6 +90,7 @@ int ws_hs_hello_encode(ws_hs_t *hs, const ws_hello_t *info, ws_pbuf_t *out) {
     return rc;
   }
   hs_hash_frame(&f, hs->my_hello_hash);
+  hs->my_version = m.u.hello.version;
   hs->hello_sent = true;
   return 0;
 }
@@ -198,7 +201,8 @@ int ws_hs_session(ws_hs_t *hs, ws_session_t *out) {
   memset(&s, 0, sizeof(s));
   hs_sess_key(hs, hs->initiator ? HS_SESS_I2R : HS_SESS_R2I, s.tx_key);
   hs_sess_key(hs, hs->initiator ? HS_SESS_R2I : HS_SESS_I2R, s.rx_key);
-  s.sealed = hs->peer_version >= WS_HELLO_VERSION_SEALED;
+  s.sealed = hs->peer_version >= WS_HELLO_VERSION_SEALED &&
+             hs->my_version >= WS_HELLO_VERSION_SEALED;
   if (s.sealed) {
     hs_sess_key(hs, hs->initiator ? HS_PAYLOAD_I2R : HS_PAYLOAD_R2I, s.tx_pkey);
     hs_sess_key(hs, hs->initiator ? HS_PAYLOAD_R2I : HS_PAYLOAD_I2R, s.rx_pkey);

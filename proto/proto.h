@@ -467,6 +467,7 @@ typedef struct {
   uint8_t my_nonce[WS_HS_NONCE_LEN];
   uint8_t my_hello_hash[32];   /* BLAKE2b-256 of our HELLO frame */
   uint8_t peer_hello_hash[32]; /* BLAKE2b-256 of the peer's HELLO frame */
+  uint32_t my_version;         /* our HELLO "v" */
   uint32_t peer_version;       /* the peer's HELLO "v" */
   bool initiator;
   bool hello_sent, hello_recvd, auth_sent, auth_recvd;
@@ -480,8 +481,9 @@ int ws_hs_init(ws_hs_t *hs, const uint8_t key[WS_CLUSTER_KEY_LEN],
 int ws_hs_init_nonce(ws_hs_t *hs, const uint8_t key[WS_CLUSTER_KEY_LEN],
                      bool initiator,
                      const uint8_t nonce[WS_HS_NONCE_LEN]) WS_MUST_USE;
-/* Appends our HELLO frame (info borrowed; its nonce and version are replaced
- * by the handshake's) to out. */
+/* Appends our HELLO frame (info borrowed; its nonce is replaced by the
+ * handshake's; its version, when 1..WS_HELLO_VERSION, is what we offer, else
+ * WS_HELLO_VERSION) to out. */
 int ws_hs_hello_encode(ws_hs_t *hs, const ws_hello_t *info,
                        ws_pbuf_t *out) WS_MUST_USE;
 /* Takes the peer's HELLO frame: decodes into out, checks type and version

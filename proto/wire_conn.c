@@ -61,6 +61,7 @@ void wire_conn_set_state(wire_conn_t *c, wc_state_t next) {
 void wire_conn_cfg_init(wire_conn_cfg_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->role = WS_ROLE_PEER;
+  cfg->hello_version = WS_HELLO_VERSION;
   cfg->connect_timeout_ms = WIRE_CONNECT_TIMEOUT_MS;
   cfg->handshake_timeout_ms = WIRE_HANDSHAKE_TIMEOUT_MS;
   cfg->idle_timeout_ms = WIRE_IDLE_TIMEOUT_MS;

@@ -60,6 +60,10 @@ typedef struct {
   char node_id[WS_NODE_ID_MAX + 1]; /* non-empty */
   uint16_t listen_port;             /* 0 = not listening */
   uint8_t role;                     /* ws_role_t */
+  /* HELLO "v" this side offers: WS_HELLO_VERSION (sealed payloads), or 1
+   * for payloads in clear on this side's connections (p2pd
+   * --plaintext-payloads). */
+  uint32_t hello_version;
   char zone[WS_ZONE_MAX + 1];
   char labels[WS_LABELS_MAX + 1]; /* canonical "k=v,..." or "" (HELLO lb) */
   uint32_t connect_timeout_ms;

@@ -404,6 +404,7 @@ static int io_send_hs_frame(wire_conn_t *c, bool hello) {
     memcpy(h.labels, c->cfg.labels, sizeof(h.labels));
     h.port = c->cfg.listen_port;
     h.role = c->cfg.role;
+    h.version = c->cfg.hello_version;
     rc = ws_hs_hello_encode(&c->hs, &h, &it->pb);
   } else {
     rc = ws_hs_auth_encode(&c->hs, &it->pb);

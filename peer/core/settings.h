@@ -18,6 +18,7 @@ typedef struct {
                               than GET need it; NULL = none (owned, wiped) */
   int api_token_reads;     /* --api-token-reads: GETs on TCP need it too */
   int insecure;            /* --insecure: no key / no token allowed */
+  int plaintext_payloads;  /* --plaintext-payloads: HELLO v1, no sealing */
   char *listen;            /* --listen HOST:PORT (swarm mode), or NULL */
   char *tracker;           /* --tracker HOST:PORT; NULL = standalone */
   char *cluster_key_file;  /* --cluster-key FILE, or NULL */

@@ -615,6 +615,9 @@ void peer_neighbors_init(peer_neighbors_t *set, peer_ctx_t *ctx,
   snprintf(set->wcfg.zone, sizeof(set->wcfg.zone), "%s",
            cfg->zone != NULL ? cfg->zone : "");
   set->wcfg.role = WS_ROLE_PEER;
+  /* Version 1 in our HELLO: both sides then leave payloads in clear. */
+  if (cfg->plaintext_payloads)
+    set->wcfg.hello_version = 1;
 }
 
 void peer_neighbors_cleanup(peer_neighbors_t *set) {

@@ -489,6 +489,10 @@ def values(name, r, check):
                                for n in mounts),
           f"{name}: the trackers read --api-token-file from that Secret")
     check("--insecure" not in args, f"{name}: the trackers do not run --insecure")
+    # Chunks cross the node network sealed: nothing shipped turns it off.
+    flat = yaml.safe_dump_all(r.docs)
+    check("plaintext-payloads" not in flat and "P2P_PLAINTEXT_PAYLOADS" not in flat,
+          f"{name}: nothing shipped runs --plaintext-payloads")
     mm = [a.split("=", 1)[1] for a in args if a.startswith("--max-memory=")]
     lim = trk["containers"][0].get("resources", {}).get("limits", {}).get("memory", "")
     mib = {"Mi": 1, "Gi": 1024}

@@ -33,6 +33,7 @@ typedef enum {
   SEND_FLIPPED,  /* v2, sealed, one ciphertext bit flipped */
   SEND_CLEAR,    /* v2 session, payload in clear */
   SEND_V1_CLEAR, /* v1 HELLO, payload in clear (allowed) */
+  SERVER_PLAIN,  /* the server offers 1 (--plaintext-payloads): clear */
   RECV_SEALED    /* the server sends; the raw peer opens */
 } mode_t_;
 
@@ -304,6 +305,8 @@ static int raw_script(fx_t *fx, int fd) {
     goto out;
   if (fx->mode == SEND_V1_CLEAR)
     sess.sealed = false; /* our HELLO said 1: the server must not seal */
+  if (fx->mode == SERVER_PLAIN && sess.sealed)
+    goto out; /* the server offered 1: the session must be clear */
   rc = fx->mode == RECV_SEALED ? raw_recv_chunk(fx, fd, &sess, rd)
                                : raw_send_chunk(fx, fd, &sess);
   shutdown(fd, SHUT_WR);
@@ -346,6 +349,8 @@ static fx_t *run(mode_t_ mode) {
     fx->plain[i] = (uint8_t)(i * 7u + (i >> 8));
   wf_init(&fx->w, on_conn, fx);
   wf_cfg(&fx->scfg, "srv", "", 0x5a);
+  if (mode == SERVER_PLAIN)
+    fx->scfg.hello_version = 1;
   assert_int_equal(uv_thread_create(&thr, raw_thread, fx), 0);
   wf_run(&fx->w, 10000);
   assert_int_equal(uv_thread_join(&thr), 0);
@@ -399,6 +404,18 @@ static void test_version1_peer_gets_clear_payloads(void **state) {
   free(fx);
 }
 
+static void test_server_offering_version1_takes_clear(void **state) {
+  fx_t *fx = run(SERVER_PLAIN);
+
+  (void)state;
+  assert_int_equal(fx->raw_rc, 0);
+  assert_int_equal(fx->got_len, PAYLOAD_BYTES);
+  assert_memory_equal(fx->got, fx->plain, PAYLOAD_BYTES);
+  assert_int_equal(fx->lasts, 1);
+  assert_int_equal(fx->status, UV_EOF);
+  free(fx);
+}
+
 static void test_server_seals_what_it_sends(void **state) {
   fx_t *fx = run(RECV_SEALED);
 
@@ -416,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_flipped_bit_fails_the_tag),
       cmocka_unit_test(test_clear_payload_in_sealed_session_refused),
       cmocka_unit_test(test_version1_peer_gets_clear_payloads),
+      cmocka_unit_test(test_server_offering_version1_takes_clear),
       cmocka_unit_test(test_server_seals_what_it_sends),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
