@@ -98,16 +98,8 @@ class SilentPort:
 def tracker_client(trk, key, node_id, port=0, source=None):
     """A keyed connection to the tracker (from source address, if given);
     None when the handshake failed."""
-    c = wsproto.Conn.__new__(wsproto.Conn)
-    s = socket.socket()
-    if source is not None:
-        s.bind((source, 0))
-    s.settimeout(10)
-    s.connect(("127.0.0.1", trk.port))
-    c.s, c.key, c.id, c.listen_port, c.buf = s, wsproto.read_key(key), node_id, port, b""
-    c.k_tx = c.k_rx = None
-    c.seq_tx = c.seq_rx = 0
-    c.payload_bytes = 0
+    c = wsproto.Conn("127.0.0.1", trk.port, wsproto.read_key(key), node_id=node_id,
+                     listen_port=port, source=source)
     return c if c.handshake() else None
 
 
