@@ -309,3 +309,58 @@ def test_node_id_from_another_address_does_not_displace_the_node(rgw, s3env, tmp
             imp.close()
         victim.stop()
         trk.stop()
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_huge_claims_stay_within_max_memory(tmp_path):
+    """16 keyed node ids each announce 16 random digests with tot=1048576
+    and a full bitfield (the issue's attack: the tracker went from 3 to
+    1,130 MiB resident, every announce accepted, because the per-swarm
+    arrays were outside its state cap). The tracker runs with
+    --max-memory=64Mi: it stays within that (plus what the process has
+    besides its state), refuses the rest with an ERROR naming the cap, counts
+    the refusals, and keeps answering. (The accounting that defends this
+    came before this test, which keeps it: the tracker of the code the issue
+    was filed against took every announce.)"""
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    trk = ws.Tracker(BUILD, str(tmp_path), key, extra=["--max-memory=64Mi"]).start()
+    conns = []
+    try:
+        base = rss_mib(trk.proc.pid)
+        tot = 1 << 20
+        full = b"\xff" * (tot // 8)
+        refused = accepted = 0
+        for i in range(16):
+            c = tracker_client(trk, key, f"hog-{i}", port=1000 + i)
+            assert c is not None
+            conns.append(c)
+            for _ in range(16):
+                c.send(wsproto.T["ANNOUNCE"], {"d": os.urandom(32), "tot": tot, "role": 1,
+                                               "want": False, "have": full})
+                t, b, _ = c.read_frame()
+                if wsproto.NAMES.get(t) == "ERROR":
+                    refused += 1
+                else:
+                    accepted += 1
+        grown = rss_mib(trk.proc.pid) - base
+        print(f"accepted {accepted}, refused {refused}, RSS {base:.1f} MiB + {grown:.1f} MiB")
+        assert refused > 0 and accepted > 0
+        # 64 MiB of state, and the allocator's slack around it; the
+        # unbounded tracker grew by over 1 GiB.
+        assert grown < 64 + 32, grown
+        st, body = trk.get("/metrics")
+        assert st == 200
+        m = re.search(r'^weightswarm_tracker_refusals_total\{reason="max_memory"\} (\S+)$', body, re.M)
+        assert m and float(m.group(1)) >= 1, body[-2000:]
+        assert trk.get("/healthz")[0] == 200
+    finally:
+        for c in conns:
+            c.close()
+        trk.stop()
