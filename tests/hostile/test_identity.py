@@ -133,15 +133,13 @@ def test_impostor_cannot_get_the_seed_banned(rgw, s3env, tmp_path):
         trk.stop()
 
 
-class FlipOnPath:
-    """A TCP relay on 127.0.0.1 in front of target_port that flips one bit
-    in the payload of the first CHUNK frame travelling from the dialer to
-    the target (frames parsed from their clear headers, as anyone on the
-    path could)."""
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of target_port for one connection:
+    bytes towards the target go through self.upstream(src, dst), bytes back
+    through self.downstream(src, dst); both forward as they are by default."""
 
     def __init__(self, target_port):
         self.target = target_port
-        self.flipped = threading.Event()
         self.ls = socket.socket()
         self.ls.bind(("127.0.0.1", 0))
         self.ls.listen(4)
@@ -154,8 +152,8 @@ class FlipOnPath:
         except OSError:
             return
         b = socket.create_connection(("127.0.0.1", self.target))
-        threading.Thread(target=self.pipe, args=(b, a), daemon=True).start()
-        self.pump(a, b)
+        threading.Thread(target=self.downstream, args=(b, a), daemon=True).start()
+        self.upstream(a, b)
 
     @staticmethod
     def pipe(src, dst):
@@ -173,7 +171,25 @@ class FlipOnPath:
             except OSError:
                 pass
 
-    def pump(self, src, dst):
+    def upstream(self, src, dst):
+        self.pipe(src, dst)
+
+    def downstream(self, src, dst):
+        self.pipe(src, dst)
+
+    def close(self):
+        self.ls.close()
+
+class FlipOnPath(Relay):
+    """Flips one bit in the payload of the first CHUNK frame travelling from
+    the dialer to the target (frames parsed from their clear headers, as
+    anyone on the path could)."""
+
+    def __init__(self, target_port):
+        self.flipped = threading.Event()
+        super().__init__(target_port)
+
+    def upstream(self, src, dst):
         """Forwards frame by frame, flipping once."""
         buf = b""
 
@@ -202,8 +218,6 @@ class FlipOnPath:
             pass
         self.pipe(src, dst)
 
-    def close(self):
-        self.ls.close()
 
 
 def test_bit_flipped_on_the_path_bans_nobody(rgw, s3env, tmp_path):
@@ -243,38 +257,24 @@ def test_bit_flipped_on_the_path_bans_nobody(rgw, s3env, tmp_path):
         trk.stop()
 
 
-class Recorder:
-    """A TCP relay on 127.0.0.1 in front of target_port that keeps every
-    byte the target sends back (what anyone on the path would see)."""
+class Recorder(Relay):
+    """Keeps every byte the target sends back (what anyone on the path
+    would see)."""
 
     def __init__(self, target_port):
-        self.target = target_port
         self.seen = bytearray()
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(4)
-        self.port = self.ls.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
+        super().__init__(target_port)
 
-    def accept(self):
-        try:
-            a, _ = self.ls.accept()
-        except OSError:
-            return
-        b = socket.create_connection(("127.0.0.1", self.target))
-        threading.Thread(target=FlipOnPath.pipe, args=(a, b), daemon=True).start()
+    def downstream(self, src, dst):
         try:
             while True:
-                d = b.recv(65536)
+                d = src.recv(65536)
                 if not d:
                     break
                 self.seen += d
-                a.sendall(d)
+                dst.sendall(d)
         except OSError:
             pass
-
-    def close(self):
-        self.ls.close()
 
 
 def test_weights_never_cross_the_path_in_clear(rgw, s3env, tmp_path):

@@ -725,28 +725,6 @@ typedef struct {
   int rc; /* 0 when the raw side completed its script */
 } raw_peer_t;
 
-static int raw_send(int fd, const ws_pbuf_t *b) {
-  return send(fd, b->data, b->len, MSG_NOSIGNAL) == (ssize_t)b->len ? 0 : -1;
-}
-
-/* Reads until one complete frame; f points into the reader. */
-static int raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f) {
-  uint8_t c;
-  size_t used;
-  ws_frame_ev_t ev;
-
-  for (;;) {
-    if (recv(fd, &c, 1, 0) != 1)
-      return -1;
-    if (ws_frame_reader_feed(rd, &c, 1, &used, &ev) < 0)
-      return -1;
-    if (ev.kind == WS_FRAME_EV_FRAME) {
-      *f = ev.frame;
-      return 0;
-    }
-  }
-}
-
 static int raw_script(raw_peer_t *rp, int fd) {
   ws_frame_reader_t *rd = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
   ws_hs_t hs;
@@ -765,14 +743,14 @@ static int raw_script(raw_peer_t *rp, int fd) {
     goto out;
   memset(&h, 0, sizeof(h));
   memcpy(h.node_id, "raw", 4);
-  if (ws_hs_hello_encode(&hs, &h, &b) < 0 || raw_send(fd, &b) < 0)
+  if (ws_hs_hello_encode(&hs, &h, &b) < 0 || wf_raw_send(fd, &b) < 0)
     goto out;
-  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
     goto out;
   ws_pbuf_reset(&b);
-  if (ws_hs_auth_encode(&hs, &b) < 0 || raw_send(fd, &b) < 0)
+  if (ws_hs_auth_encode(&hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
     goto out;
-  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
       ws_hs_session(&hs, &sess) < 0)
     goto out;
   ws_pbuf_reset(&b);
@@ -788,7 +766,7 @@ static int raw_script(raw_peer_t *rp, int fd) {
     if (ws_msg_encode(&m, &b) < 0 || ws_frame_seal(&sess, &b, off) < 0)
       goto out;
   }
-  if (raw_send(fd, &b) < 0)
+  if (wf_raw_send(fd, &b) < 0)
     goto out;
   /* Wait for the server's GOODBYE-less close (it closes after the HAVE). */
   {
@@ -805,19 +783,11 @@ out:
 
 static void raw_thread(void *arg) {
   raw_peer_t *rp = arg;
-  struct sockaddr_in a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = wf_raw_connect(rp->port);
 
-  rp->rc = -1;
-  if (fd < 0)
-    return;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_port = htons(rp->port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-    rp->rc = raw_script(rp, fd);
-  close(fd);
+  rp->rc = fd < 0 ? -1 : raw_script(rp, fd);
+  if (fd >= 0)
+    close(fd);
 }
 
 static void srv_close_on_have(side_t *s, const ws_msg_t *m) {

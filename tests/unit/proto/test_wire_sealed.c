@@ -144,27 +144,6 @@ static void on_conn(wf_loop_t *w, uv_stream_t *server) {
 
 /* ---- the raw peer ------------------------------------------------------- */
 
-static int raw_send(int fd, const ws_pbuf_t *b) {
-  return send(fd, b->data, b->len, MSG_NOSIGNAL) == (ssize_t)b->len ? 0 : -1;
-}
-
-static int raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f) {
-  uint8_t c;
-  size_t used;
-  ws_frame_ev_t ev;
-
-  for (;;) {
-    if (recv(fd, &c, 1, 0) != 1)
-      return -1;
-    if (ws_frame_reader_feed(rd, &c, 1, &used, &ev) < 0)
-      return -1;
-    if (ev.kind == WS_FRAME_EV_FRAME) {
-      *f = ev.frame;
-      return 0;
-    }
-  }
-}
-
 static int recv_all(int fd, uint8_t *p, size_t n) {
   while (n > 0) {
     ssize_t r = recv(fd, p, n, 0);
@@ -226,7 +205,7 @@ static int raw_send_chunk(fx_t *fx, int fd, ws_session_t *sess) {
     goto out;
   if (fx->mode == SEND_FLIPPED)
     ct[PAYLOAD_BYTES / 2] ^= 0x10;
-  if (raw_send(fd, &b) < 0)
+  if (wf_raw_send(fd, &b) < 0)
     goto out;
   size_t total = PAYLOAD_BYTES + (seal ? WS_PAYLOAD_TAG_LEN : 0);
   for (size_t off = 0; off < total; off += PIECE_BYTES) {
@@ -258,11 +237,11 @@ static int raw_recv_chunk(fx_t *fx, int fd, ws_session_t *sess,
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_HAVE;
   if (ct == NULL || a == NULL || ws_msg_encode(&m, &b) < 0 ||
-      ws_frame_seal(sess, &b, 0) < 0 || raw_send(fd, &b) < 0)
+      ws_frame_seal(sess, &b, 0) < 0 || wf_raw_send(fd, &b) < 0)
     goto out;
   /* The frame through the reader; its payload and tag read by hand. */
   ws_frame_reader_set_limits(rd, WS_MAX_BODY, WS_MAX_PAYLOAD);
-  if (raw_recv_frame(fd, rd, &f) < 0 || f.type != WS_MSG_CHUNK ||
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || f.type != WS_MSG_CHUNK ||
       ws_frame_open(sess, &f) < 0)
     goto out;
   memcpy(hdr, f.hdr, sizeof(hdr));
@@ -293,14 +272,14 @@ static int raw_script(fx_t *fx, int fd) {
 
   ws_pbuf_init(&b, 1u << 16);
   if (rd == NULL || ws_hs_init(&hs, fx->scfg.key, true) < 0 ||
-      raw_hello(fx, &hs, &b) < 0 || raw_send(fd, &b) < 0)
+      raw_hello(fx, &hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
     goto out;
-  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
     goto out;
   ws_pbuf_reset(&b);
-  if (ws_hs_auth_encode(&hs, &b) < 0 || raw_send(fd, &b) < 0)
+  if (ws_hs_auth_encode(&hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
     goto out;
-  if (raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
       ws_hs_session(&hs, &sess) < 0)
     goto out;
   if (fx->mode == SEND_V1_CLEAR)
@@ -323,19 +302,11 @@ out:
 
 static void raw_thread(void *arg) {
   fx_t *fx = arg;
-  struct sockaddr_in a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = wf_raw_connect(fx->w.port);
 
-  fx->raw_rc = -1;
-  if (fd < 0)
-    return;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_port = htons(fx->w.port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-    fx->raw_rc = raw_script(fx, fd);
-  close(fd);
+  fx->raw_rc = fd < 0 ? -1 : raw_script(fx, fd);
+  if (fd >= 0)
+    close(fd);
 }
 
 static fx_t *run(mode_t_ mode) {

@@ -6,8 +6,11 @@
 
 #include <cmocka.h>
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "wire_fixture.h"
 
@@ -87,4 +90,42 @@ void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
   snprintf(cfg->node_id, sizeof(cfg->node_id), "%s", node);
   snprintf(cfg->zone, sizeof(cfg->zone), "%s", zone);
   memset(cfg->key, keyfill, sizeof(cfg->key));
+}
+
+int wf_raw_connect(uint16_t port) {
+  struct sockaddr_in a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+  if (fd < 0)
+    return -1;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int wf_raw_send(int fd, const ws_pbuf_t *b) {
+  return send(fd, b->data, b->len, MSG_NOSIGNAL) == (ssize_t)b->len ? 0 : -1;
+}
+
+int wf_raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f) {
+  uint8_t c;
+  size_t used;
+  ws_frame_ev_t ev;
+
+  for (;;) {
+    if (recv(fd, &c, 1, 0) != 1)
+      return -1;
+    if (ws_frame_reader_feed(rd, &c, 1, &used, &ev) < 0)
+      return -1;
+    if (ev.kind == WS_FRAME_EV_FRAME) {
+      *f = ev.frame;
+      return 0;
+    }
+  }
 }

@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "proto.h"
 #include "wire_conn.h"
 
 typedef struct wf_loop_s wf_loop_t;
@@ -43,5 +44,12 @@ void wf_finish(wf_loop_t *w);
 /* A config with node id, zone and a key of 32 bytes of keyfill. */
 void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
             uint8_t keyfill);
+
+/* A raw peer's blocking-socket helpers (its own thread, proto/ directly):
+ * connects to 127.0.0.1:port (an fd, or -1); sends all of b (0 or -1);
+ * reads byte by byte until rd has one complete frame (f points into rd). */
+int wf_raw_connect(uint16_t port);
+int wf_raw_send(int fd, const ws_pbuf_t *b);
+int wf_raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f);
 
 #endif
