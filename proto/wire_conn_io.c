@@ -261,7 +261,7 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   return 0;
 }
 
-/* Encrypts it's piece: into it->sealed (a copy: the caller's buffer may be
+/* Encrypts the piece of it: into it->sealed (a copy: the caller's buffer may be
  * going to other connections too), or in place when the caller allowed it.
  * After the payload's last piece the tag follows: in the copy, or in
  * *tag_out (an item of its own). */
