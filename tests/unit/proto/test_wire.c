@@ -731,7 +731,6 @@ static int raw_script(raw_peer_t *rp, int fd) {
   ws_session_t sess;
   ws_hello_t h;
   ws_pbuf_t b;
-  ws_frame_t f;
   ws_msg_t m;
   static const uint8_t unk_hdr[WS_FRAME_HDR_LEN] = {
       'W', 'S', 1, 200, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5};
@@ -743,15 +742,8 @@ static int raw_script(raw_peer_t *rp, int fd) {
     goto out;
   memset(&h, 0, sizeof(h));
   memcpy(h.node_id, "raw", 4);
-  if (ws_hs_hello_encode(&hs, &h, &b) < 0 || wf_raw_send(fd, &b) < 0)
-    goto out;
-  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
-    goto out;
-  ws_pbuf_reset(&b);
-  if (ws_hs_auth_encode(&hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
-    goto out;
-  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
-      ws_hs_session(&hs, &sess) < 0)
+  if (ws_hs_hello_encode(&hs, &h, &b) < 0 ||
+      wf_raw_handshake(fd, rd, &hs, &b, &sess) < 0)
     goto out;
   ws_pbuf_reset(&b);
   if (ws_pbuf_append(&b, unk_hdr, sizeof(unk_hdr)) < 0 ||

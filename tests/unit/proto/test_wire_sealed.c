@@ -173,6 +173,7 @@ static int raw_hello(fx_t *fx, ws_hs_t *hs, ws_pbuf_t *b) {
   if (ws_msg_encode(&m, b) < 0)
     return -1;
   crypto_generichash(hs->my_hello_hash, 32, b->data, b->len, NULL, 0);
+  hs->my_version = 1;
   hs->hello_sent = true;
   return 0;
 }
@@ -265,27 +266,17 @@ static int raw_script(fx_t *fx, int fd) {
   ws_frame_reader_t *rd = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
   ws_hs_t hs;
   ws_session_t sess;
-  ws_hello_t h;
   ws_pbuf_t b;
-  ws_frame_t f;
   int rc = -1;
 
   ws_pbuf_init(&b, 1u << 16);
   if (rd == NULL || ws_hs_init(&hs, fx->scfg.key, true) < 0 ||
-      raw_hello(fx, &hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
+      raw_hello(fx, &hs, &b) < 0 ||
+      wf_raw_handshake(fd, rd, &hs, &b, &sess) < 0)
     goto out;
-  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_hello_recv(&hs, &f, &h) < 0)
+  /* Either side offering 1 makes the session clear. */
+  if ((fx->mode == SEND_V1_CLEAR || fx->mode == SERVER_PLAIN) == sess.sealed)
     goto out;
-  ws_pbuf_reset(&b);
-  if (ws_hs_auth_encode(&hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
-    goto out;
-  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(&hs, &f) < 0 ||
-      ws_hs_session(&hs, &sess) < 0)
-    goto out;
-  if (fx->mode == SEND_V1_CLEAR)
-    sess.sealed = false; /* our HELLO said 1: the server must not seal */
-  if (fx->mode == SERVER_PLAIN && sess.sealed)
-    goto out; /* the server offered 1: the session must be clear */
   rc = fx->mode == RECV_SEALED ? raw_recv_chunk(fx, fd, &sess, rd)
                                : raw_send_chunk(fx, fd, &sess);
   shutdown(fd, SHUT_WR);

@@ -129,3 +129,25 @@ int wf_raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f) {
     }
   }
 }
+
+int wf_raw_handshake(int fd, ws_frame_reader_t *rd, ws_hs_t *hs,
+                     const ws_pbuf_t *hello, ws_session_t *sess) {
+  ws_hello_t h;
+  ws_frame_t f;
+  ws_pbuf_t b;
+  int rc = -1;
+
+  ws_pbuf_init(&b, 1u << 16);
+  if (wf_raw_send(fd, hello) < 0 || wf_raw_recv_frame(fd, rd, &f) < 0 ||
+      ws_hs_hello_recv(hs, &f, &h) < 0)
+    goto out;
+  if (ws_hs_auth_encode(hs, &b) < 0 || wf_raw_send(fd, &b) < 0)
+    goto out;
+  if (wf_raw_recv_frame(fd, rd, &f) < 0 || ws_hs_auth_recv(hs, &f) < 0 ||
+      ws_hs_session(hs, sess) < 0)
+    goto out;
+  rc = 0;
+out:
+  ws_pbuf_free(&b);
+  return rc;
+}

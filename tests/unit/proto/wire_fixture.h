@@ -51,5 +51,10 @@ void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
 int wf_raw_connect(uint16_t port);
 int wf_raw_send(int fd, const ws_pbuf_t *b);
 int wf_raw_recv_frame(int fd, ws_frame_reader_t *rd, ws_frame_t *f);
+/* The initiator's handshake on fd: sends hello (our HELLO, already encoded
+ * through hs), takes the other HELLO, sends AUTH, checks the other's, and
+ * writes the session keys. 0 or -1. */
+int wf_raw_handshake(int fd, ws_frame_reader_t *rd, ws_hs_t *hs,
+                     const ws_pbuf_t *hello, ws_session_t *sess);
 
 #endif
