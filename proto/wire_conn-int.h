@@ -51,10 +51,10 @@ struct wire_conn_s {
   bool paused;  /* wire_conn_read_pause */
   bool in_process;
   bool drain_wanted;
-  bool rx_payload_user; /* current inbound payload goes to on_payload */
-  bool rx_sealed;       /* ... and is decrypted (tag check before last) */
-  bool tx_sealed;       /* the open outbound payload is encrypted */
-  wire_conn_cfg_t cfg;  /* key wiped once the handshake is set up */
+  /* current inbound payload goes to on_payload (decrypted, "last" after
+   * its tag, when sess.sealed: every payload of a sealed session is) */
+  bool rx_payload_user;
+  wire_conn_cfg_t cfg; /* key wiped once the handshake is set up */
   wire_conn_cbs_t cbs;
   void *user;
   uint16_t port;

@@ -254,10 +254,8 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   }
   /* Only after the header itself is queued, or it would be held back
    * behind its own payload. */
-  if (payload) {
+  if (payload)
     c->payload_left = plen;
-    c->tx_sealed = sealed;
-  }
   return 0;
 }
 
@@ -320,7 +318,7 @@ static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
   it->len = len;
   it->done = done;
   it->arg = arg;
-  if (c->tx_sealed) {
+  if (c->sess.sealed) { /* a payload is open (len <= payload_left) */
     rc = io_seal_piece(c, it, inplace, &tag);
     if (rc < 0) {
       free(it);
@@ -342,7 +340,6 @@ static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
   }
   c->payload_left -= len;
   if (c->payload_left == 0) {
-    c->tx_sealed = false;
     if (tag != NULL) {
       tag->len = tag->pb.len;
       c->st.sendq_bytes += tag->len;
@@ -580,7 +577,6 @@ static int io_open_frame(wire_conn_t *c, const ws_frame_t *f) {
   if (rc < 0)
     return rc;
   c->rx_payload_user = false;
-  c->rx_sealed = false;
   bool sealed = f->payload_len > 0 && (f->flags & WS_FRAME_F_SEALED) != 0;
   if (!ws_msg_type_known(f->type))
     return 0; /* newer peer: skip body and payload (and tag) */
@@ -603,7 +599,6 @@ static int io_open_frame(wire_conn_t *c, const ws_frame_t *f) {
       ws_msg_free(&m);
       return rc;
     }
-    c->rx_sealed = true;
   }
   c->cbs.on_frame(c, &m);
   ws_msg_free(&m);
@@ -613,7 +608,7 @@ static int io_open_frame(wire_conn_t *c, const ws_frame_t *f) {
 /* A piece of the inbound payload: decrypted in place (ev->data is in our
  * own rbuf) when sealed; a sealed payload's last piece is not "last" yet. */
 static int io_payload_piece(wire_conn_t *c, const ws_frame_ev_t *ev) {
-  if (c->rx_sealed) {
+  if (c->sess.sealed) {
     uint8_t *p = c->rbuf + (ev->data - c->rbuf);
     int rc = ws_payload_aead_update(c->rx_aead, p, p, ev->len);
 
@@ -633,7 +628,6 @@ static int io_payload_tag(wire_conn_t *c, const ws_frame_ev_t *ev) {
   uint8_t tag[WS_PAYLOAD_TAG_LEN];
 
   memcpy(tag, ev->data, sizeof(tag));
-  c->rx_sealed = false;
   if (ws_payload_aead_final(c->rx_aead, tag) < 0)
     return WS_EAUTH;
   c->cbs.on_payload(c, none, 0, c->rx_payload_len, true);
@@ -664,7 +658,7 @@ void wire_io_process(wire_conn_t *c) {
                c->rx_payload_user) {
       rc = io_payload_piece(c, &ev);
     } else if (rc == 0 && ev.kind == WS_FRAME_EV_TAG && c->rx_payload_user &&
-               c->rx_sealed) {
+               c->sess.sealed) {
       rc = io_payload_tag(c, &ev);
     }
     if (rc < 0) {
