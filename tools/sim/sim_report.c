@@ -1,0 +1,317 @@
+/* sim_report.c - what ws-sim says about a run: samples of the links and
+ * request slots while it runs, and the report at its end (docs/scale.md,
+ * "Output").
+ *
+ * Every --sample-ms the rates of all flows are summed per node. A node
+ * still fetching counts its downlink's use (payload rate over goodput x
+ * line rate), its uplink's, its inbound transfers and how many of them are
+ * paced by their sender's own source (a chunk still arriving there), its
+ * request slots held and how many of those wait for a chunk still
+ * arriving at the neighbour asked, and whether it could ask for anything
+ * at all: "starved" when no neighbour offers a chunk it lacks that nobody
+ * fetches for it, "capped" when some is offered but no request may go
+ * (every slot held, or the neighbours offering it at their depth or
+ * benched). Uplinks are also averaged over every node, done or not.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+static void *xcalloc(size_t n, size_t sz) {
+  void *p = calloc(n ? n : 1, sz);
+  if (p == NULL) {
+    fprintf(stderr, "ws-sim: out of memory (report)\n");
+    exit(1);
+  }
+  return p;
+}
+
+/* Whether any ready neighbour of node offers a MISSING chunk (*any), and
+ * whether one that offers one could be asked now (returned). */
+static bool askable(const sim_t *s, uint32_t node, bool *any) {
+  const sim_node_t *n = &s->nodes[node];
+  bool can = false;
+  *any = false;
+  for (uint32_t k = 0; k < n->nconn && !can; k++) {
+    const sim_conn_t *c = &s->conns[n->conns[k]];
+    if (!c->up)
+      continue;
+    bool offers = false;
+    for (uint32_t w = 0; w < s->words && !offers; w++) {
+      uint64_t bits = c->view[w] & ~n->have[w];
+      while (bits && !offers) {
+        uint32_t g = w * 64u + (uint32_t)__builtin_ctzll(bits);
+        bits &= bits - 1u;
+        offers = n->state[g] == SIM_MISSING;
+      }
+    }
+    if (!offers)
+      continue;
+    *any = true;
+    can = n->nreqs < s->cfg.pol.reqs_max && c->nreqs < s->cfg.pol.depth &&
+          s->now >= c->busy_until;
+  }
+  return can;
+}
+
+void sim_sample(sim_t *s) {
+  uint32_t n = s->n;
+  double *in = xcalloc(n, sizeof(double)), *out = xcalloc(n, sizeof(double));
+  double *paced = xcalloc(n, sizeof(double));
+  uint32_t *nin = xcalloc(n, sizeof(uint32_t));
+  uint32_t *npaced = xcalloc(n, sizeof(uint32_t));
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    const sim_flow_t *f = &s->flows[i];
+    if (!f->alive || f->sent)
+      continue;
+    in[f->dst] += f->rate;
+    nin[f->dst]++;
+    if (f->src < n)
+      out[f->src] += f->rate;
+    if (f->kind == SIM_FLOW_PEER && f->paced) {
+      paced[f->dst] += f->rate;
+      npaced[f->dst]++;
+    }
+  }
+  double down_cap = s->cfg.goodput * s->cfg.down_Bps;
+  double up_cap = s->cfg.goodput * s->cfg.up_Bps;
+  sim_diag_t *d = &s->diag;
+  double sd = 0, su = 0, fetching = 0, su_all = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sim_node_t *x = &s->nodes[i];
+    d->up_all_n++;
+    d->up_all += out[i] / up_cap;
+    su_all += out[i] / up_cap;
+    if (!x->joined || x->done)
+      continue;
+    fetching++;
+    sd += in[i] / down_cap;
+    su += out[i] / up_cap;
+    d->n++;
+    d->down += in[i] / down_cap;
+    d->up += out[i] / up_cap;
+    d->in_flows += nin[i];
+    d->in_paced += npaced[i];
+    d->paced_rate += paced[i] / down_cap;
+    d->reqs += (double)x->nreqs / s->cfg.pol.reqs_max;
+    d->reqs_full += x->nreqs >= s->cfg.pol.reqs_max;
+    uint32_t live = 0;
+    for (uint32_t k = 0; k < x->nconn; k++) {
+      const sim_conn_t *c = &s->conns[x->conns[k]];
+      for (uint32_t r = 0; r < c->nreqs; r++)
+        live += s->nodes[c->server].state[c->reqs[r]] != SIM_DONE;
+    }
+    d->reqs_queued_live += (double)live / s->cfg.pol.reqs_max;
+    bool any;
+    bool can = askable(s, i, &any);
+    d->starved += !any;
+    d->nothing_free += any && !can;
+    d->nbrs += x->nready;
+    d->uploads += x->uploads;
+  }
+  (void)su;
+  if (s->cfg.series) {
+    if (s->nseries == s->series_cap) {
+      s->series_cap = s->series_cap ? s->series_cap * 2u : 256u;
+      s->series = realloc(s->series, s->series_cap * 4u * sizeof(double));
+      if (s->series == NULL) {
+        fprintf(stderr, "ws-sim: out of memory (series)\n");
+        exit(1);
+      }
+    }
+    double *row = &s->series[4u * s->nseries++];
+    row[0] = s->now;
+    row[1] = fetching > 0 ? sd / fetching : 0;
+    row[2] = su_all / n;
+    row[3] = fetching;
+  }
+  free(in);
+  free(out);
+  free(paced);
+  free(nin);
+  free(npaced);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(const double *v, uint32_t n, double p) {
+  double r = p / 100.0 * (n - 1);
+  uint32_t i = (uint32_t)r;
+  return i + 1 < n ? v[i] + (v[i + 1] - v[i]) * (r - i) : v[n - 1];
+}
+
+static double per(double x, double n) {
+  return n > 0 ? x / n : 0;
+}
+
+void sim_report(sim_t *s, double wall_s) {
+  const sim_cfg_t *c = &s->cfg;
+  const sim_policy_t *p = &c->pol;
+  const sim_diag_t *d = &s->diag;
+  double F = (double)s->total_bytes, N = s->n;
+  double t_min = fmax(fmax(F / c->origin_Bps, F / c->down_Bps),
+                      N * F / (c->origin_Bps + N * c->up_Bps));
+  double *t = xcalloc(s->n, sizeof(double));
+  uint32_t maxget = 0;
+  for (uint32_t i = 0; i < s->n; i++)
+    t[i] = s->nodes[i].done ? s->nodes[i].done_s : NAN;
+  for (uint32_t g = 0; g < s->chunks; g++)
+    if (s->fetches_of[g] > maxget)
+      maxget = s->fetches_of[g];
+  qsort(t, s->n, sizeof(double), cmp_double);
+  bool complete = s->done_nodes == s->n;
+  double t_all = complete ? t[s->n - 1] : NAN;
+  trk_swarm_stats_t st;
+  memset(&st, 0, sizeof(st));
+  if (trk_tracker_swarm_count(s->trk) > 0)
+    trk_swarm_stats(trk_tracker_swarm_at(s->trk, 0), &st);
+  /* Each node's mean downlink use over its own fetch (bytes in, wasted
+   * ones too, over goodput x rate x its time). */
+  double down_run = 0;
+  for (uint32_t i = 0; complete && i < s->n; i++) {
+    const sim_node_t *x = &s->nodes[i];
+    down_run += x->rx_bytes /
+                (c->goodput * c->down_Bps * fmax(x->done_s - x->start_s, 1e-9));
+  }
+  down_run /= N;
+  double v[] = {per(d->down, d->n),
+                per(d->up, d->n),
+                per(d->up_all, d->up_all_n),
+                per(d->in_flows, d->n),
+                per(d->in_paced, d->n),
+                per(d->paced_rate, d->n),
+                per(d->reqs, d->n),
+                per(d->reqs_full, d->n),
+                per(d->reqs_queued_live, d->n),
+                per(d->starved, d->n),
+                per(d->nothing_free, d->n),
+                per(d->nbrs, d->n),
+                per(d->uploads, d->n),
+                down_run};
+  if (c->json) {
+    printf(
+        "{\"nodes\": %u, \"bytes\": %.0f, \"chunks\": %u, \"chunk_bytes\": "
+        "%llu, \"up_mbit\": %g, \"down_mbit\": %g, \"origin_mbit\": %g, "
+        "\"rtt_us\": %g, \"ttfb_ms\": %g, \"goodput\": %g, \"quantum_us\": %g, "
+        "\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
+        "\"uploads_max\": %u, \"uploads_spare\": %u, \"max_neighbors\": %u, "
+        "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
+        "\"deadlines\": %s}, ",
+        s->n, F, s->chunks, (unsigned long long)c->chunk_bytes,
+        c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
+        c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
+        p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
+        p->dial_share, p->piece_bytes / 1024, p->forward ? "true" : "false",
+        p->deadlines ? "true" : "false");
+    printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
+           "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
+           "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",
+           complete ? "true" : "false", s->verified_nodes,
+           complete ? t_all : -1.0, t_min, complete ? t_all / t_min : -1.0,
+           complete ? pct(t, s->n, 50) : -1.0,
+           complete ? pct(t, s->n, 90) : -1.0,
+           complete ? pct(t, s->n, 99) : -1.0, complete ? t[0] : -1.0);
+    printf("\"s3_bytes\": %llu, \"s3_ratio\": %.4f, \"s3_gets\": %llu, "
+           "\"s3_gets_per_chunk_max\": %u, \"leases_granted\": %llu, "
+           "\"leases_expired\": %llu, \"claims_confirmed\": %llu, "
+           "\"leases_pushed\": %llu, ",
+           (unsigned long long)s->s3_bytes, (double)s->s3_bytes / F,
+           (unsigned long long)s->origin_gets, maxget,
+           (unsigned long long)st.leases_granted,
+           (unsigned long long)st.leases_expired,
+           (unsigned long long)s->confirms, (unsigned long long)s->regrants);
+    printf("\"peer_bytes\": %llu, \"dup_bytes\": %llu, \"wasted_bytes\": "
+           "%.0f, \"chunks_served\": %llu, \"chunks_served_live\": %llu, "
+           "\"headers_discarded\": %llu, \"rejects\": %llu, "
+           "\"rejects_not_held\": %llu, \"deadline_misses\": %llu, "
+           "\"neighbours_dropped_slow\": %llu, \"request_timeouts\": %llu, "
+           "\"dials\": %llu, \"connections_refused\": %llu, "
+           "\"neighbours_replaced\": %llu, ",
+           (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
+           s->wasted_bytes, (unsigned long long)s->served,
+           (unsigned long long)s->served_live, (unsigned long long)s->discarded,
+           (unsigned long long)s->rejects, (unsigned long long)s->not_held,
+           (unsigned long long)s->deadline_misses,
+           (unsigned long long)s->dropped_slow,
+           (unsigned long long)s->req_timeouts, (unsigned long long)s->dials,
+           (unsigned long long)s->conns_refused,
+           (unsigned long long)s->replaced);
+    printf("\"util\": {\"down\": %.4f, \"up\": %.4f, \"up_all\": %.4f, "
+           "\"in_flows\": %.3f, \"in_paced\": %.3f, \"down_paced\": %.4f, "
+           "\"reqs_held\": %.4f, \"reqs_full\": %.4f, \"reqs_arriving\": %.4f, "
+           "\"starved\": %.4f, \"capped\": %.4f, \"neighbours\": %.3f, "
+           "\"uploads\": %.3f, \"down_run\": %.4f}, ",
+           v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
+           v[11], v[12], v[13]);
+    if (c->series) {
+      printf("\"series\": [");
+      for (uint32_t i = 0; i < s->nseries; i++) {
+        const double *r = &s->series[4u * i];
+        printf("%s[%.3f, %.4f, %.4f, %.0f]", i ? ", " : "", r[0], r[1], r[2],
+               r[3]);
+      }
+      printf("], ");
+    }
+    printf("\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
+           (unsigned long long)s->events, (unsigned long long)s->recomputes,
+           wall_s);
+  } else {
+    printf("nodes %u, %.0f bytes in %u chunks of %llu\n"
+           "links: up %g, down %g, origin %g Mbit/s; rtt %g us, ttfb %g ms, "
+           "goodput %g, quantum %g us\n"
+           "policy: reqs %u, depth %u, uploads %u (spare %u), neighbours %u "
+           "(dial 1/%u), forward %s in %g KiB, deadlines %s\n",
+           s->n, F, s->chunks, (unsigned long long)c->chunk_bytes,
+           c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
+           c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
+           p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
+           p->dial_share, p->forward ? "on" : "off", p->piece_bytes / 1024,
+           p->deadlines ? "on" : "off");
+    printf("complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, "
+           "ratio %.4f\n"
+           "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s\n",
+           complete ? "true" : "false", s->verified_nodes,
+           complete ? t_all : -1.0, t_min, complete ? t_all / t_min : -1.0,
+           complete ? pct(t, s->n, 50) : -1.0,
+           complete ? pct(t, s->n, 90) : -1.0,
+           complete ? pct(t, s->n, 99) : -1.0, complete ? t[0] : -1.0);
+    printf("S3 %llu bytes (%.4f x F) in %llu GETs, at most %u per chunk; "
+           "leases granted %llu, expired %llu, pushed %llu; claims "
+           "confirmed %llu\n",
+           (unsigned long long)s->s3_bytes, (double)s->s3_bytes / F,
+           (unsigned long long)s->origin_gets, maxget,
+           (unsigned long long)st.leases_granted,
+           (unsigned long long)st.leases_expired,
+           (unsigned long long)s->regrants, (unsigned long long)s->confirms);
+    printf(
+        "peer bytes %llu, duplicates %llu, wasted %.0f; served %llu (%llu "
+        "live); busy rejects %llu, not held %llu; deadline misses %llu, "
+        "dropped slow %llu, request timeouts %llu\n"
+        "dials %llu, refused %llu, idle neighbours replaced %llu\n",
+        (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
+        s->wasted_bytes, (unsigned long long)s->served,
+        (unsigned long long)s->served_live, (unsigned long long)s->rejects,
+        (unsigned long long)s->not_held, (unsigned long long)s->deadline_misses,
+        (unsigned long long)s->dropped_slow,
+        (unsigned long long)s->req_timeouts, (unsigned long long)s->dials,
+        (unsigned long long)s->conns_refused, (unsigned long long)s->replaced);
+    printf("while fetching (mean of samples): downlink %.3f, uplink %.3f "
+           "(all nodes %.3f); inbound transfers %.2f, paced by their "
+           "sender's source %.2f (%.3f of the downlink); request slots held "
+           "%.3f (all held %.3f, for chunks still arriving there %.3f); "
+           "starved %.3f, capped %.3f; neighbours %.2f, uploads %.2f; "
+           "downlink over each node's fetch %.3f\n",
+           v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
+           v[11], v[12], v[13]);
+    printf("%llu events, %llu rate recomputes, %.2f s wall\n",
+           (unsigned long long)s->events, (unsigned long long)s->recomputes,
+           wall_s);
+  }
+  free(t);
+}
