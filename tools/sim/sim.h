@@ -136,6 +136,9 @@ typedef struct {
 } sim_node_t;
 
 enum { SIM_FLOW_PEER, SIM_FLOW_ORIGIN };
+/* The link that fixed a flow's rate: its sender's uplink (the origin's
+ * for an S3 flow), its receiver's downlink, or its sender's source. */
+enum { SIM_BNECK_UP, SIM_BNECK_DOWN, SIM_BNECK_SOURCE };
 
 typedef struct {
   uint32_t src, dst; /* node index; src == nodes: the origin */
@@ -153,6 +156,7 @@ typedef struct {
   bool paced;       /* its rate is its sender's source's (last fill) */
   bool was_live;    /* its sender did not hold the chunk when it began */
   bool unheaded;    /* no piece could go yet: its header waits (live) */
+  uint8_t bneck;    /* what fixed its rate: SIM_BNECK_* (last fill) */
 } sim_flow_t;
 
 typedef struct {
@@ -198,10 +202,18 @@ typedef struct {
   double reqs;             /* request slots held (of reqs_max) */
   double reqs_full;        /* samples with every slot held */
   double reqs_queued_live; /* slots held by requests for arriving chunks */
-  double starved;          /* no missing chunk any neighbour offers */
-  double nothing_free;     /* some offered, none askable (slots, busy) */
+  /* Where the held slots wait (shares of --reqs-max): the request or its
+   * header on the wire; its sender's first buffer (live); queued there
+   * behind a held chunk streaming on that connection, for an upload slot
+   * of that node, behind WS_MUX_MAX uploads, or else. */
+  double rq_wire, rq_unheaded, rq_behind, rq_slots, rq_mux, rq_other;
+  /* Shares of the downlink in flows fixed by each link (SIM_BNECK_*). */
+  double in_by[3];
+  double starved;      /* no missing chunk any neighbour offers */
+  double nothing_free; /* some offered, none askable (slots, busy) */
   double nbrs, uploads;
-  double up_all_n, up_all; /* uplinks of every node, done or not */
+  double ups_paced, ups_slots_full; /* uploads paced; nodes at the cap */
+  double up_all_n, up_all;          /* uplinks of every node, done or not */
 } sim_diag_t;
 
 typedef struct sim_s {
@@ -237,6 +249,7 @@ typedef struct sim_s {
   uint64_t dials, conns_refused, served, served_live, discarded;
   uint64_t deadline_misses, dropped_slow, req_timeouts, confirms;
   uint64_t regrants;
+  double origin_done_s; /* the origin's last byte of the release */
   uint32_t *fetches_of; /* S3 GETs per chunk */
   sim_diag_t diag;
   double *series; /* per sample: t, down, up, nodes fetching */

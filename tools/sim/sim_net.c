@@ -273,6 +273,9 @@ static void fill_rates(sim_t *s, fill_t *w, const double *caps) {
       if (f->rate >= 0)
         continue;
       f->rate = share;
+      f->bneck = l < s->n || l == s->n ? SIM_BNECK_UP
+                 : l <= 2u * s->n      ? SIM_BNECK_DOWN
+                                       : SIM_BNECK_SOURCE;
       for (int j = 0; j < 3; j++) {
         uint32_t o = w->of[w->list[k]][j];
         if (o == SIM_NONE || o == l)

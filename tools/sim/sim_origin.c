@@ -210,6 +210,8 @@ void sim_on_origin_end(sim_t *s, uint32_t flow) {
   n->in_flow[f.chunk] = SIM_NONE;
   n->s3_bytes += (uint64_t)f.size;
   n->rx_bytes += f.size;
+  if (s->s3_bytes + (uint64_t)f.size >= s->total_bytes && s->origin_done_s == 0)
+    s->origin_done_s = s->now;
   n->last_rx_s = s->now;
   s->s3_bytes += (uint64_t)f.size;
   for (uint32_t i = 0; i < n->nfetch; i++)

@@ -20,6 +20,11 @@
 
 #include "sim.h"
 
+/* A row of --series: t, downlink use of the nodes fetching, uplink use of
+ * all, nodes fetching, and of those fetching: starved, every request slot
+ * held, slots waiting for an upload slot there, downlink in paced flows. */
+#define SIM_SERIES_COLS 8u
+
 static void *xcalloc(size_t n, size_t sz) {
   void *p = calloc(n ? n : 1, sz);
   if (p == NULL) {
@@ -57,29 +62,63 @@ static bool askable(const sim_t *s, uint32_t node, bool *any) {
   return can;
 }
 
+/* Where a request for g on c waits (sim_diag_t's rq_*: 0 wire, 1 its
+ * sender's first buffer, 2 behind a held chunk, 3 upload slots, 4 mux,
+ * 5 else). */
+static int req_where(const sim_t *s, const sim_conn_t *c, uint32_t g) {
+  const sim_node_t *srv = &s->nodes[c->server];
+  bool held_busy = false;
+  for (uint32_t i = 0; i < c->nups; i++) {
+    const sim_flow_t *f = &s->flows[c->ups[i]];
+    if (f->chunk == g)
+      return f->unheaded ? 1 : 0;
+    held_busy |= srv->state[f->chunk] == SIM_DONE;
+  }
+  bool queued = false;
+  for (uint32_t k = 0; k < c->sq_len && !queued; k++)
+    queued = c->sq[k] == g;
+  if (!queued)
+    return 0;
+  if (c->nups == WS_MUX_MAX)
+    return 4;
+  uint32_t cap = c->nups == 0
+                     ? s->cfg.pol.uploads_max
+                     : s->cfg.pol.uploads_max - s->cfg.pol.uploads_spare;
+  if (srv->uploads >= cap)
+    return 3;
+  if (srv->state[g] == SIM_DONE && held_busy)
+    return 2;
+  return 5;
+}
+
 void sim_sample(sim_t *s) {
   uint32_t n = s->n;
   double *in = xcalloc(n, sizeof(double)), *out = xcalloc(n, sizeof(double));
   double *paced = xcalloc(n, sizeof(double));
+  double *by = xcalloc(3u * (size_t)n, sizeof(double));
   uint32_t *nin = xcalloc(n, sizeof(uint32_t));
   uint32_t *npaced = xcalloc(n, sizeof(uint32_t));
+  uint32_t *opaced = xcalloc(n, sizeof(uint32_t));
   for (uint32_t i = 0; i < s->nflows; i++) {
     const sim_flow_t *f = &s->flows[i];
     if (!f->alive || f->sent)
       continue;
     in[f->dst] += f->rate;
+    by[3u * f->dst + f->bneck] += f->rate;
     nin[f->dst]++;
     if (f->src < n)
       out[f->src] += f->rate;
     if (f->kind == SIM_FLOW_PEER && f->paced) {
       paced[f->dst] += f->rate;
       npaced[f->dst]++;
+      opaced[f->src]++;
     }
   }
   double down_cap = s->cfg.goodput * s->cfg.down_Bps;
   double up_cap = s->cfg.goodput * s->cfg.up_Bps;
   sim_diag_t *d = &s->diag;
   double sd = 0, su = 0, fetching = 0, su_all = 0;
+  double s_starved = 0, s_full = 0, s_slots = 0, s_paced = 0;
   for (uint32_t i = 0; i < n; i++) {
     const sim_node_t *x = &s->nodes[i];
     d->up_all_n++;
@@ -99,40 +138,67 @@ void sim_sample(sim_t *s) {
     d->reqs += (double)x->nreqs / s->cfg.pol.reqs_max;
     d->reqs_full += x->nreqs >= s->cfg.pol.reqs_max;
     uint32_t live = 0;
+    double rq[6] = {0};
     for (uint32_t k = 0; k < x->nconn; k++) {
       const sim_conn_t *c = &s->conns[x->conns[k]];
-      for (uint32_t r = 0; r < c->nreqs; r++)
+      for (uint32_t r = 0; r < c->nreqs; r++) {
         live += s->nodes[c->server].state[c->reqs[r]] != SIM_DONE;
+        rq[req_where(s, c, c->reqs[r])]++;
+      }
     }
-    d->reqs_queued_live += (double)live / s->cfg.pol.reqs_max;
+    double rmax = s->cfg.pol.reqs_max;
+    d->reqs_queued_live += live / rmax;
+    d->rq_wire += rq[0] / rmax;
+    d->rq_unheaded += rq[1] / rmax;
+    d->rq_behind += rq[2] / rmax;
+    d->rq_slots += rq[3] / rmax;
+    d->rq_mux += rq[4] / rmax;
+    d->rq_other += rq[5] / rmax;
+    for (int b = 0; b < 3; b++)
+      d->in_by[b] += by[3u * i + (uint32_t)b] / down_cap;
     bool any;
     bool can = askable(s, i, &any);
+    s_starved += !any;
+    s_full += x->nreqs >= s->cfg.pol.reqs_max;
+    s_slots += rq[3] / rmax;
+    s_paced += paced[i] / down_cap;
     d->starved += !any;
     d->nothing_free += any && !can;
     d->nbrs += x->nready;
     d->uploads += x->uploads;
+    d->ups_paced += opaced[i];
+    d->ups_slots_full +=
+        x->uploads >= s->cfg.pol.uploads_max - s->cfg.pol.uploads_spare;
   }
   (void)su;
   if (s->cfg.series) {
     if (s->nseries == s->series_cap) {
       s->series_cap = s->series_cap ? s->series_cap * 2u : 256u;
-      s->series = realloc(s->series, s->series_cap * 4u * sizeof(double));
+      s->series =
+          realloc(s->series, s->series_cap * SIM_SERIES_COLS * sizeof(double));
       if (s->series == NULL) {
         fprintf(stderr, "ws-sim: out of memory (series)\n");
         exit(1);
       }
     }
-    double *row = &s->series[4u * s->nseries++];
+    double *row = &s->series[SIM_SERIES_COLS * s->nseries++];
+    double fe = fetching > 0 ? fetching : 1;
     row[0] = s->now;
-    row[1] = fetching > 0 ? sd / fetching : 0;
+    row[1] = sd / fe;
     row[2] = su_all / n;
     row[3] = fetching;
+    row[4] = s_starved / fe;
+    row[5] = s_full / fe;
+    row[6] = s_slots / fe;
+    row[7] = s_paced / fe;
   }
   free(in);
   free(out);
   free(paced);
   free(nin);
   free(npaced);
+  free(opaced);
+  free(by);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -180,6 +246,12 @@ void sim_report(sim_t *s, double wall_s) {
                 (c->goodput * c->down_Bps * fmax(x->done_s - x->start_s, 1e-9));
   }
   down_run /= N;
+  double w[] = {per(d->rq_wire, d->n),       per(d->rq_unheaded, d->n),
+                per(d->rq_behind, d->n),     per(d->rq_slots, d->n),
+                per(d->rq_mux, d->n),        per(d->rq_other, d->n),
+                per(d->in_by[0], d->n),      per(d->in_by[1], d->n),
+                per(d->in_by[2], d->n),      per(d->ups_paced, d->n),
+                per(d->ups_slots_full, d->n)};
   double v[] = {per(d->down, d->n),
                 per(d->up, d->n),
                 per(d->up_all, d->up_all_n),
@@ -246,18 +318,26 @@ void sim_report(sim_t *s, double wall_s) {
            "\"in_flows\": %.3f, \"in_paced\": %.3f, \"down_paced\": %.4f, "
            "\"reqs_held\": %.4f, \"reqs_full\": %.4f, \"reqs_arriving\": %.4f, "
            "\"starved\": %.4f, \"capped\": %.4f, \"neighbours\": %.3f, "
-           "\"uploads\": %.3f, \"down_run\": %.4f}, ",
+           "\"uploads\": %.3f, \"down_run\": %.4f, ",
            v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
            v[11], v[12], v[13]);
+    printf("\"reqs_wire\": %.4f, \"reqs_first_buffer\": %.4f, "
+           "\"reqs_behind_held\": %.4f, \"reqs_upload_slots\": %.4f, "
+           "\"reqs_mux\": %.4f, \"reqs_other\": %.4f, "
+           "\"down_by_sender_up\": %.4f, \"down_by_own_down\": %.4f, "
+           "\"down_by_source\": %.4f, \"uploads_paced\": %.3f, "
+           "\"uploads_at_cap\": %.4f}, ",
+           w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10]);
     if (c->series) {
       printf("\"series\": [");
       for (uint32_t i = 0; i < s->nseries; i++) {
-        const double *r = &s->series[4u * i];
-        printf("%s[%.3f, %.4f, %.4f, %.0f]", i ? ", " : "", r[0], r[1], r[2],
-               r[3]);
+        const double *r = &s->series[SIM_SERIES_COLS * i];
+        printf("%s[%.3f, %.4f, %.4f, %.0f, %.4f, %.4f, %.4f, %.4f]",
+               i ? ", " : "", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
       }
       printf("], ");
     }
+    printf("\"origin_done_s\": %.4f, ", s->origin_done_s);
     printf("\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
            (unsigned long long)s->events, (unsigned long long)s->recomputes,
            wall_s);
@@ -309,6 +389,14 @@ void sim_report(sim_t *s, double wall_s) {
            "downlink over each node's fetch %.3f\n",
            v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
            v[11], v[12], v[13]);
+    printf("request slots wait: on the wire %.3f, for the sender's first "
+           "buffer %.3f, behind a held chunk there %.3f, for an upload slot "
+           "there %.3f, behind its mux cap %.3f, else %.3f; downlink in flows "
+           "fixed by the sender's uplink %.3f, by its own downlink %.3f, by "
+           "the sender's source %.3f; its uploads paced %.2f, at the cap "
+           "(uploads-max less spare) %.3f\n",
+           w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10]);
+    printf("origin done at %.4f s\n", s->origin_done_s);
     printf("%llu events, %llu rate recomputes, %.2f s wall\n",
            (unsigned long long)s->events, (unsigned long long)s->recomputes,
            wall_s);
