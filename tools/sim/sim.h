@@ -74,8 +74,10 @@ typedef struct {
   double sample_s;       /* utilisation samples every this */
   uint64_t seed;
   sim_policy_t pol;
+  bool frame_queue; /* frames wait behind the payload queued before them */
   bool json;
   bool series; /* the per-sample utilisation series in the report */
+  bool hosts;  /* each node's finish time in the report */
 } sim_cfg_t;
 
 enum { SIM_MISSING, SIM_INFLIGHT, SIM_DONE };
@@ -100,6 +102,7 @@ typedef struct {
   uint32_t ups[WS_MUX_MAX]; /* server's uploads on it (flows) */
   uint32_t nups;
   double useful_s; /* last transfer start or end on it */
+  double fifo_s;   /* when the last frame sent on it arrives */
   bool up;         /* ready (handshake done) */
   bool closed;
   bool dialed; /* the client dialed it */
@@ -146,6 +149,8 @@ typedef struct {
   double size, left, rate, t_ref;
   double rx_start;  /* its deadline runs from here (client) */
   double rx_first;  /* its header came (client) */
+  double header_at; /* its header arrives (sent with its first piece) */
+  double go_at;     /* its bytes move from then (behind the FIFO) */
   uint32_t version; /* changes with its rate (flow events) */
   uint32_t serial;  /* which transfer (messages name it) */
   bool alive;       /* allocated */
@@ -180,6 +185,7 @@ enum {
   EV_SAMPLE,      /* utilisation sample (sim_report.c) */
   EV_CONN_UP,     /* a: conn (client side, the dialer's) */
   EV_HAVE,        /* a: node, b: chunk, c: 1 live */
+  EV_HAVE1,       /* a: conn (to its client), b: chunk, c: 1 live */
   EV_TRK_HAVE,    /* a: node, b: chunk, c: sender + 1 (0: S3) */
   EV_REQ,         /* a: conn, b: chunk */
   EV_CANCEL,      /* a: conn, b: chunk */
@@ -279,11 +285,21 @@ void sim_flow_events(sim_t *s, uint32_t gen);
 void sim_rates_dirty(sim_t *s);
 /* Frees the flows and the allocation's buffers. */
 void sim_net_free(sim_t *s);
+/* Bytes f may send now (all it has left, or, live, what its sender may
+ * forward). */
+double sim_flow_may_send(const sim_t *s, const sim_flow_t *f);
 
 /* sim_node.c */
 void sim_node_fill(sim_t *s, uint32_t node);
 void sim_node_fill_conn(sim_t *s, uint32_t conn);
 void sim_on_have(sim_t *s, uint32_t node, uint32_t chunk, bool live);
+void sim_on_have1(sim_t *s, uint32_t conn, uint32_t chunk, bool live);
+/* When a frame sent now on conn (from its server to its client) arrives:
+ * half an RTT, and, with frame_queue, after the payload queued on that
+ * connection before it (and after the frames sent on it before). */
+double sim_frame_at(sim_t *s, uint32_t conn);
+/* The wait behind the payload queued now on conn (server to client). */
+double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c);
 void sim_on_req(sim_t *s, uint32_t conn, uint32_t chunk);
 void sim_on_cancel(sim_t *s, uint32_t conn, uint32_t chunk);
 void sim_on_reject(sim_t *s, uint32_t conn, uint32_t chunk, bool busy);

@@ -42,6 +42,9 @@ static void usage(FILE *out) {
       "  --sample-ms S      utilisation samples every S ms (1000)\n"
       "  --json             one JSON object instead of text\n"
       "  --series           and the samples over time in it\n"
+      "  --hosts            and each node's finish time (node order)\n"
+      "  --no-frame-queue   frames (and a transfer's first byte) do not wait\n"
+      "                     behind the payload queued on their connection\n"
       "peer policy (defaults: p2pd's constants, core/tunables.h):\n"
       "  --reqs-max R       requests in flight over all neighbours (%u)\n"
       "  --pipeline-depth D requests in flight per neighbour (%u)\n"
@@ -67,10 +70,14 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->json = true;
   else if (strcmp(a, "--series") == 0)
     c->series = true;
+  else if (strcmp(a, "--hosts") == 0)
+    c->hosts = true;
   else if (strcmp(a, "--no-forward") == 0)
     c->pol.forward = false;
   else if (strcmp(a, "--no-deadlines") == 0)
     c->pol.deadlines = false;
+  else if (strcmp(a, "--no-frame-queue") == 0)
+    c->frame_queue = false;
   else
     return 0;
   return 1;
@@ -91,6 +98,7 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                    .shards = 4,
                    .max_time_s = 3600,
                    .seed = 1,
+                   .frame_queue = true,
                    .pol = {.forward = true, .deadlines = true}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -300,6 +308,9 @@ static void dispatch(sim_t *s, const sim_ev_t *e) {
     break;
   case EV_HAVE:
     sim_on_have(s, e->a, e->b, e->c != 0);
+    break;
+  case EV_HAVE1:
+    sim_on_have1(s, e->a, e->b, e->c != 0);
     break;
   case EV_TRK_HAVE:
     sim_trk_have(s, e->a, e->b, e->c == 0 ? SIM_NONE : e->c - 1u);

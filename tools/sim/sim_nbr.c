@@ -98,6 +98,16 @@ static void view_unhide(sim_t *s, sim_conn_t *c) {
   }
 }
 
+/* The client of r takes its server's HAVE (conn_on_have). */
+static void have_one(sim_t *s, uint32_t r, uint32_t g, bool live) {
+  sim_conn_t *c = &s->conns[r];
+  sim_view_learn(s, c, g, live);
+  if (c->nreqs < s->cfg.pol.depth)
+    sim_node_fill_conn(s, r);
+}
+
+/* node's HAVE reaches its neighbours half an RTT after it was sent; where
+ * payload is queued before it (frame_queue), later, one by one. */
 void sim_on_have(sim_t *s, uint32_t node, uint32_t g, bool live) {
   sim_node_t *n = &s->nodes[node];
   for (uint32_t k = 0; k < n->nconn; k++) {
@@ -105,10 +115,23 @@ void sim_on_have(sim_t *s, uint32_t node, uint32_t g, bool live) {
     sim_conn_t *c = &s->conns[r];
     if (!c->up)
       continue;
-    sim_view_learn(s, c, g, live);
-    if (c->nreqs < s->cfg.pol.depth)
-      sim_node_fill_conn(s, r);
+    if (s->cfg.frame_queue) {
+      double at = s->now + sim_frame_queue_s(s, c);
+      if (at < c->fifo_s)
+        at = c->fifo_s;
+      c->fifo_s = at;
+      if (at > s->now) {
+        sim_ev_push(s, at, EV_HAVE1, r, g, live);
+        continue;
+      }
+    }
+    have_one(s, r, g, live);
   }
+}
+
+void sim_on_have1(sim_t *s, uint32_t r, uint32_t g, bool live) {
+  if (s->conns[r].up)
+    have_one(s, r, g, live);
 }
 
 /* ---- connections ----------------------------------------------------------
@@ -359,7 +382,7 @@ static bool conn_tick(sim_t *s, uint32_t cid) {
     }
     /* Between pieces: canceled, asked elsewhere. */
     uint32_t g = f->chunk;
-    sim_ev_push(s, s->now + sim_half_rtt(s), EV_CANCEL, cid, g, 0);
+    sim_ev_push(s, sim_frame_at(s, c->rev), EV_CANCEL, cid, g, 0);
     sim_view_hide(s, c, g);
     sim_download_fail(s, fid, SIM_FAIL_CANCELED);
     c = &s->conns[cid];

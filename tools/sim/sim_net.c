@@ -62,6 +62,7 @@ uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
                     .size = s->chunk_len[chunk],
                     .left = s->chunk_len[chunk],
                     .t_ref = s->now,
+                    .go_at = s->now,
                     .version = version,
                     .serial = ++s->flow_serial,
                     .alive = true};
@@ -188,10 +189,22 @@ static bool live_source(const sim_t *s, const sim_flow_t *f, double *avail,
   return true;
 }
 
+double sim_flow_may_send(const sim_t *s, const sim_flow_t *f) {
+  double avail, rate, sd;
+  if (!f->alive || f->sent)
+    return 0;
+  double done = sim_flow_done_bytes(s, f);
+  if (!live_source(s, f, &avail, &rate, &sd))
+    avail = f->size;
+  return avail > done ? avail - done : 0;
+}
+
 /* The cap of flow f now (its sender's incoming rate, 0 while nothing may
  * go), or -1 for none. */
 static double live_cap(const sim_t *s, const sim_flow_t *f) {
   double avail, rate, sd;
+  if (f->go_at > s->now)
+    return 0; /* behind the payload queued before its header */
   if (!live_source(s, f, &avail, &rate, &sd) || avail >= f->size)
     return -1;
   if (sim_flow_done_bytes(s, f) + 1.0 < avail)
@@ -326,6 +339,11 @@ static void flow_events(sim_t *s, uint32_t id, double horizon) {
     double t_ending = t_end - 1.5 * lead;
     if (t_ending > s->now && t_ending <= horizon)
       fev_add(s, t_ending, id, FEV_KICK);
+    return;
+  }
+  if (f->go_at > s->now) {
+    if (f->go_at <= horizon)
+      fev_add(s, f->go_at, id, FEV_CATCH); /* its header leaves */
     return;
   }
   double avail, src_rate, sd;

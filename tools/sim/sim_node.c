@@ -129,7 +129,7 @@ void sim_node_fill_conn(sim_t *s, uint32_t cid) {
       n->state[g] = SIM_INFLIGHT;
       n->nmissing--;
     }
-    sim_ev_push(s, s->now + sim_half_rtt(s), EV_REQ, cid, g, 0);
+    sim_ev_push(s, sim_frame_at(s, c->rev), EV_REQ, cid, g, 0);
   }
 }
 
@@ -167,7 +167,7 @@ bool sim_req_drop(sim_t *s, uint32_t cid, uint32_t g, bool cancel) {
   n->nreq[g]--;
   chunk_release(n, g);
   if (cancel)
-    sim_ev_push(s, s->now + sim_half_rtt(s), EV_CANCEL, cid, g, 0);
+    sim_ev_push(s, sim_frame_at(s, c->rev), EV_CANCEL, cid, g, 0);
   return true;
 }
 
@@ -233,7 +233,7 @@ static unsigned upload_cap(const sim_t *s, const sim_conn_t *c) {
 static void reject(sim_t *s, uint32_t cid, uint32_t g, bool busy) {
   s->rejects += busy;
   s->not_held += !busy;
-  sim_ev_push(s, s->now + sim_half_rtt(s), EV_REJECT, cid, g, busy);
+  sim_ev_push(s, sim_frame_at(s, cid), EV_REJECT, cid, g, busy);
 }
 
 static void upload_start(sim_t *s, uint32_t cid, uint32_t g) {
@@ -258,10 +258,43 @@ static void upload_start(sim_t *s, uint32_t cid, uint32_t g) {
 }
 
 void sim_upload_header(sim_t *s, uint32_t flow) {
+  double at = sim_frame_at(s, s->flows[flow].conn); /* behind the others */
   sim_flow_t *f = &s->flows[flow];
   f->unheaded = false;
-  sim_ev_push4(s, s->now + sim_half_rtt(s), EV_HEADER, f->conn, f->chunk, flow,
-               f->serial);
+  f->header_at = at;
+  /* Its bytes follow its header out of the connection's queue. */
+  f->go_at = at - sim_half_rtt(s);
+  if (f->go_at > s->now)
+    sim_rates_dirty(s);
+  sim_ev_push4(s, at, EV_HEADER, f->conn, f->chunk, flow, f->serial);
+}
+
+double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
+  double bytes = 0, rate = 0;
+  for (uint32_t i = 0; i < c->nups; i++) {
+    const sim_flow_t *f = &s->flows[c->ups[i]];
+    if (f->unheaded)
+      continue; /* nothing of it read yet */
+    /* An upload hands at most its PEER_SERVE_BUFS buffers to the socket
+     * (upload_chunk.c): what it has read and not sent. */
+    double q = sim_flow_may_send(s, f);
+    double bufs = (double)PEER_SERVE_BUFS * PEER_SERVE_PIECE_BYTES;
+    bytes += q < bufs ? q : bufs;
+    rate += f->rate;
+  }
+  return bytes > 0 && rate > 0 ? bytes / rate : 0;
+}
+
+double sim_frame_at(sim_t *s, uint32_t cid) {
+  sim_conn_t *c = &s->conns[cid];
+  double at = s->now + sim_half_rtt(s);
+  if (!s->cfg.frame_queue)
+    return at;
+  at += sim_frame_queue_s(s, c);
+  if (at < c->fifo_s)
+    at = c->fifo_s; /* one connection: frames arrive in order */
+  c->fifo_s = at;
+  return at;
 }
 
 /* upload_queue_run (upload.c). */
@@ -355,7 +388,10 @@ void sim_on_upload_end(sim_t *s, uint32_t flow) {
   s->nodes[f->src].tx_bytes += f->size;
   s->nodes[f->dst].rx_bytes += f->size;
   sim_flow_sent(s, flow);
-  sim_ev_push(s, s->now + sim_half_rtt(s), EV_CHUNK, flow, f->serial, 0);
+  /* Its last byte, never before its header (one connection's order). */
+  double at = s->now + sim_half_rtt(s);
+  sim_ev_push(s, at > f->header_at ? at : f->header_at, EV_CHUNK, flow,
+              f->serial, 0);
   queue_run(s, cid);
 }
 

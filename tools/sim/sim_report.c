@@ -274,13 +274,13 @@ void sim_report(sim_t *s, double wall_s) {
         "\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
         "\"uploads_max\": %u, \"uploads_spare\": %u, \"max_neighbors\": %u, "
         "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
-        "\"deadlines\": %s}, ",
+        "\"deadlines\": %s}, \"frame_queue\": %s, ",
         s->n, F, s->chunks, (unsigned long long)c->chunk_bytes,
         c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
         c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
         p->dial_share, p->piece_bytes / 1024, p->forward ? "true" : "false",
-        p->deadlines ? "true" : "false");
+        p->deadlines ? "true" : "false", c->frame_queue ? "true" : "false");
     printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
            "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
            "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",
@@ -337,6 +337,13 @@ void sim_report(sim_t *s, double wall_s) {
       }
       printf("], ");
     }
+    if (c->hosts) {
+      printf("\"t_hosts_s\": [");
+      for (uint32_t i = 0; i < s->n; i++)
+        printf("%s%.3f", i ? ", " : "",
+               s->nodes[i].done ? s->nodes[i].done_s : -1.0);
+      printf("], ");
+    }
     printf("\"origin_done_s\": %.4f, ", s->origin_done_s);
     printf("\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
            (unsigned long long)s->events, (unsigned long long)s->recomputes,
@@ -346,13 +353,14 @@ void sim_report(sim_t *s, double wall_s) {
            "links: up %g, down %g, origin %g Mbit/s; rtt %g us, ttfb %g ms, "
            "goodput %g, quantum %g us\n"
            "policy: reqs %u, depth %u, uploads %u (spare %u), neighbours %u "
-           "(dial 1/%u), forward %s in %g KiB, deadlines %s\n",
+           "(dial 1/%u), forward %s in %g KiB, deadlines %s; frames behind "
+           "payload %s\n",
            s->n, F, s->chunks, (unsigned long long)c->chunk_bytes,
            c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
            c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
            p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
            p->dial_share, p->forward ? "on" : "off", p->piece_bytes / 1024,
-           p->deadlines ? "on" : "off");
+           p->deadlines ? "on" : "off", c->frame_queue ? "on" : "off");
     printf("complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, "
            "ratio %.4f\n"
            "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s\n",
