@@ -192,7 +192,6 @@ enum {
   EV_REJECT,      /* a: conn, b: chunk, c: 1 busy, 0 not held */
   EV_HEADER,      /* a: conn, b: chunk, c: flow, d: its version */
   EV_CHUNK,       /* a: flow, b: its version: its last byte arrived */
-  EV_FILL,        /* a: node: refill pipelines (busy wait over) */
   EV_ORIGIN_KICK, /* a: node */
   EV_ORIGIN_BODY, /* a: node, b: chunk: first byte of an S3 GET */
   EV_FLOW,        /* a: generation of the flow events (sim_net.c) */

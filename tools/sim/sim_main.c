@@ -1,5 +1,5 @@
-/* sim_main.c - ws-sim: options, the release's layout, the event loop and
- * the report (sim.h; docs/scale.md).
+/* sim_main.c - ws-sim: options, the release's layout and the event loop
+ * (sim.h; docs/scale.md); the report is sim_report.c.
  *
  * The release is laid out as tools/bench makes it: --shards files of
  * --shard-bytes (or, with --size-mib S, four of (S - 1) / 4 MiB, as
@@ -8,6 +8,7 @@
  * max(F/U, F/B, N F / (U + N B)).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,94 +84,52 @@ static int flag(const char *a, sim_cfg_t *c) {
   return 1;
 }
 
-static int parse(int argc, char **argv, sim_cfg_t *c) {
-  double rate = 100, up = -1, down = -1, origin = -1, size_mib = 128;
-  double shard_mib = -1, chunk_mib = 16, rtt_us = 100, ttfb_ms = 10;
-  double quantum_us = 0, spread_ms = 0, goodput = 1448.0 / 1514.0;
-  double sample_ms = 1000, piece_kib = PEER_BUF_BYTES / 1024.0;
-  double reqs_max = PEER_REQS_MAX, depth = PEER_PIPELINE_DEPTH;
-  double uploads_max = PEER_UPLOADS_MAX, uploads_spare = PEER_UPLOADS_SPARE;
-  double max_nbrs = PEER_MAX_NEIGHBORS_DEFAULT,
-         dial_share = PEER_NBR_DIAL_SHARE;
-  *c = (sim_cfg_t){.nodes = 8,
-                   .small_files = 3,
-                   .small_bytes = 9533,
-                   .shards = 4,
-                   .max_time_s = 3600,
-                   .seed = 1,
-                   .frame_queue = true,
-                   .pol = {.forward = true, .deadlines = true}};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (flag(a, c))
-      continue;
-    if (i + 1 >= argc)
-      goto bad;
-    char *end;
-    errno = 0;
-    double v = strtod(argv[++i], &end);
-    if (errno != 0 || *end != '\0' || !(v >= 0) || v > 4e9)
-      goto bad;
-#define OPT(name, var)                                                         \
-  if (strcmp(a, name) == 0) {                                                  \
-    var = v;                                                                   \
-    continue;                                                                  \
-  }
-    OPT("--nodes", c->nodes)
-    OPT("--rate-mbit", rate)
-    OPT("--up-mbit", up)
-    OPT("--down-mbit", down)
-    OPT("--origin-mbit", origin)
-    OPT("--size-mib", size_mib)
-    OPT("--shards", c->shards)
-    OPT("--shard-mib", shard_mib)
-    OPT("--small-files", c->small_files)
-    OPT("--small-bytes", c->small_bytes)
-    OPT("--chunk-mib", chunk_mib)
-    OPT("--rtt-us", rtt_us)
-    OPT("--ttfb-ms", ttfb_ms)
-    OPT("--quantum-us", quantum_us)
-    OPT("--goodput", goodput)
-    OPT("--spread-ms", spread_ms)
-    OPT("--max-time-s", c->max_time_s)
-    OPT("--seed", c->seed)
-    OPT("--sample-ms", sample_ms)
-    OPT("--reqs-max", reqs_max)
-    OPT("--pipeline-depth", depth)
-    OPT("--uploads-max", uploads_max)
-    OPT("--uploads-spare", uploads_spare)
-    OPT("--max-neighbors", max_nbrs)
-    OPT("--dial-share", dial_share)
-    OPT("--forward-piece-kib", piece_kib)
-#undef OPT
-  bad:
-    fprintf(stderr, "ws-sim: bad option or value: %s\n", a);
-    usage(stderr);
-    return -1;
-  }
-  if (shard_mib < 0) {
-    double m = floor((size_mib - 1) / 4);
-    shard_mib = m < 1 ? 1 : m;
-    c->shards = 4;
-  }
-  c->up_Bps = (up >= 0 ? up : rate) * 1e6 / 8;
-  c->down_Bps = (down >= 0 ? down : rate) * 1e6 / 8;
-  c->origin_Bps = (origin >= 0 ? origin : rate) * 1e6 / 8;
-  c->shard_bytes = (uint64_t)(shard_mib * MiB);
-  c->chunk_bytes = (uint64_t)(chunk_mib * MiB);
-  c->rtt_s = rtt_us / 1e6;
-  c->ttfb_s = ttfb_ms / 1e3;
-  c->quantum_s = quantum_us / 1e6;
-  c->goodput = goodput;
-  c->start_spread_s = spread_ms / 1e3;
-  c->sample_s = sample_ms / 1e3;
-  c->pol.reqs_max = (uint32_t)reqs_max;
-  c->pol.depth = (uint32_t)depth;
-  c->pol.uploads_max = (uint32_t)uploads_max;
-  c->pol.uploads_spare = (uint32_t)uploads_spare;
-  c->pol.max_nbrs = (uint32_t)max_nbrs;
-  c->pol.dial_share = (uint32_t)dial_share;
-  c->pol.piece_bytes = piece_kib * 1024.0;
+/* The options with a value, as given; apply() makes sim_cfg_t of them. */
+typedef struct {
+  double nodes, rate, up, down, origin, size_mib, shards, shard_mib;
+  double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
+  double goodput, spread_ms, max_time_s, seed, sample_ms;
+  double reqs_max, depth, uploads_max, uploads_spare, max_nbrs, dial_share;
+  double piece_kib;
+} sim_args_t;
+
+#define ARG(name, field)                                                       \
+  { name, offsetof(sim_args_t, field) }
+static const struct {
+  const char *name;
+  size_t off;
+} k_args[] = {
+    ARG("--nodes", nodes),
+    ARG("--rate-mbit", rate),
+    ARG("--up-mbit", up),
+    ARG("--down-mbit", down),
+    ARG("--origin-mbit", origin),
+    ARG("--size-mib", size_mib),
+    ARG("--shards", shards),
+    ARG("--shard-mib", shard_mib),
+    ARG("--small-files", small_files),
+    ARG("--small-bytes", small_bytes),
+    ARG("--chunk-mib", chunk_mib),
+    ARG("--rtt-us", rtt_us),
+    ARG("--ttfb-ms", ttfb_ms),
+    ARG("--quantum-us", quantum_us),
+    ARG("--goodput", goodput),
+    ARG("--spread-ms", spread_ms),
+    ARG("--max-time-s", max_time_s),
+    ARG("--seed", seed),
+    ARG("--sample-ms", sample_ms),
+    ARG("--reqs-max", reqs_max),
+    ARG("--pipeline-depth", depth),
+    ARG("--uploads-max", uploads_max),
+    ARG("--uploads-spare", uploads_spare),
+    ARG("--max-neighbors", max_nbrs),
+    ARG("--dial-share", dial_share),
+    ARG("--forward-piece-kib", piece_kib),
+};
+#undef ARG
+
+/* Whether the policy and the run make sense; says what is wrong if not. */
+static int check(const sim_cfg_t *c) {
   const sim_policy_t *p = &c->pol;
   if (p->reqs_max < 1 || p->depth < 1 || p->depth > SIM_DEPTH_MAX ||
       p->uploads_max < 1 || p->uploads_spare >= p->uploads_max ||
@@ -184,9 +143,9 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
     return -1;
   }
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
-      c->down_Bps <= 0 || c->origin_Bps <= 0 || goodput <= 0 || goodput > 1 ||
-      c->chunk_bytes < 1024 || c->chunk_bytes > WS_CHUNK_SIZE_MAX ||
-      c->shards + c->small_files == 0) {
+      c->down_Bps <= 0 || c->origin_Bps <= 0 || c->goodput <= 0 ||
+      c->goodput > 1 || c->chunk_bytes < 1024 ||
+      c->chunk_bytes > WS_CHUNK_SIZE_MAX || c->shards + c->small_files == 0) {
     fprintf(stderr,
             "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB "
             "and at least one file\n",
@@ -194,6 +153,88 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
     return -1;
   }
   return 0;
+}
+
+static int apply(const sim_args_t *a, sim_cfg_t *c) {
+  double shard_mib = a->shard_mib;
+  c->nodes = (uint32_t)a->nodes;
+  c->shards = (uint32_t)a->shards;
+  if (shard_mib < 0) { /* the bench's layout (benchlib.make_model) */
+    double m = floor((a->size_mib - 1) / 4);
+    shard_mib = m < 1 ? 1 : m;
+    c->shards = 4;
+  }
+  c->small_files = (uint32_t)a->small_files;
+  c->small_bytes = (uint64_t)a->small_bytes;
+  c->up_Bps = (a->up >= 0 ? a->up : a->rate) * 1e6 / 8;
+  c->down_Bps = (a->down >= 0 ? a->down : a->rate) * 1e6 / 8;
+  c->origin_Bps = (a->origin >= 0 ? a->origin : a->rate) * 1e6 / 8;
+  c->shard_bytes = (uint64_t)(shard_mib * MiB);
+  c->chunk_bytes = (uint64_t)(a->chunk_mib * MiB);
+  c->rtt_s = a->rtt_us / 1e6;
+  c->ttfb_s = a->ttfb_ms / 1e3;
+  c->quantum_s = a->quantum_us / 1e6;
+  c->goodput = a->goodput;
+  c->start_spread_s = a->spread_ms / 1e3;
+  c->max_time_s = a->max_time_s;
+  c->seed = (uint64_t)a->seed;
+  c->sample_s = a->sample_ms / 1e3;
+  c->pol.reqs_max = (uint32_t)a->reqs_max;
+  c->pol.depth = (uint32_t)a->depth;
+  c->pol.uploads_max = (uint32_t)a->uploads_max;
+  c->pol.uploads_spare = (uint32_t)a->uploads_spare;
+  c->pol.max_nbrs = (uint32_t)a->max_nbrs;
+  c->pol.dial_share = (uint32_t)a->dial_share;
+  c->pol.piece_bytes = a->piece_kib * 1024.0;
+  return check(c);
+}
+
+static int parse(int argc, char **argv, sim_cfg_t *c) {
+  sim_args_t a = {.nodes = 8,
+                  .rate = 100,
+                  .up = -1,
+                  .down = -1,
+                  .origin = -1,
+                  .size_mib = 128,
+                  .shards = 4,
+                  .shard_mib = -1,
+                  .small_files = 3,
+                  .small_bytes = 9533,
+                  .chunk_mib = 16,
+                  .rtt_us = 100,
+                  .ttfb_ms = 10,
+                  .goodput = 1448.0 / 1514.0,
+                  .max_time_s = 3600,
+                  .seed = 1,
+                  .sample_ms = 1000,
+                  .reqs_max = PEER_REQS_MAX,
+                  .depth = PEER_PIPELINE_DEPTH,
+                  .uploads_max = PEER_UPLOADS_MAX,
+                  .uploads_spare = PEER_UPLOADS_SPARE,
+                  .max_nbrs = PEER_MAX_NEIGHBORS_DEFAULT,
+                  .dial_share = PEER_NBR_DIAL_SHARE,
+                  .piece_kib = PEER_BUF_BYTES / 1024.0};
+  *c = (sim_cfg_t){.frame_queue = true,
+                   .pol = {.forward = true, .deadlines = true}};
+  for (int i = 1; i < argc; i++) {
+    const char *name = argv[i];
+    if (flag(name, c))
+      continue;
+    size_t k = 0, nk = sizeof(k_args) / sizeof(k_args[0]);
+    while (k < nk && strcmp(name, k_args[k].name) != 0)
+      k++;
+    char *end = NULL;
+    errno = 0;
+    double v = k < nk && i + 1 < argc ? strtod(argv[++i], &end) : -1;
+    if (k == nk || end == NULL || errno != 0 || *end != '\0' || !(v >= 0) ||
+        v > 4e9) {
+      fprintf(stderr, "ws-sim: bad option or value: %s\n", name);
+      usage(stderr);
+      return -1;
+    }
+    *(double *)((char *)&a + k_args[k].off) = v;
+  }
+  return apply(&a, c);
 }
 
 /* Chunks of every file, their lengths and scheduler tiers. */
@@ -260,7 +301,8 @@ static void nodes_init(sim_t *s) {
   }
 }
 
-static void dispatch(sim_t *s, const sim_ev_t *e) {
+/* A node's own timers (and the tracker's, the sampler's). */
+static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
   double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
   uint32_t iv;
   switch (e->type) {
@@ -303,6 +345,13 @@ static void dispatch(sim_t *s, const sim_ev_t *e) {
     sim_sample(s);
     sim_ev_push(s, s->now + s->cfg.sample_s, EV_SAMPLE, 0, 0, 0);
     break;
+  default:
+    break;
+  }
+}
+
+static void dispatch(sim_t *s, const sim_ev_t *e) {
+  switch (e->type) {
   case EV_CONN_UP:
     sim_on_conn_up(s, e->a);
     break;
@@ -330,9 +379,6 @@ static void dispatch(sim_t *s, const sim_ev_t *e) {
   case EV_CHUNK:
     sim_on_chunk(s, e->a, e->b);
     break;
-  case EV_FILL:
-    sim_node_fill(s, e->a);
-    break;
   case EV_ORIGIN_KICK:
     sim_origin_kick(s, e->a);
     break;
@@ -346,6 +392,7 @@ static void dispatch(sim_t *s, const sim_ev_t *e) {
     sim_rates(s);
     break;
   default:
+    dispatch_timer(s, e);
     break;
   }
 }
