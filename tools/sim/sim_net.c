@@ -492,7 +492,7 @@ void sim_rates(sim_t *s) {
     qsort(s->fev, s->nfev, sizeof(*s->fev), fev_cmp);
   if (s->nfev > 0)
     sim_ev_push(s, s->fev[0].t, EV_FLOW, s->fev_gen, 0, 0);
-  if (s->cfg.quantum_s > 0 && s->active_flows > 0) {
+  if (s->cfg.quantum_s > 0 && s->active_flows > 0 && !s->rates_scheduled) {
     s->rates_scheduled = true;
     sim_ev_push(s, horizon, EV_RATES, 0, 0, 0);
   }
