@@ -462,12 +462,10 @@ int main(int argc, char **argv) {
       break;
     s->now = e.t;
     s->events++;
-
     dispatch(s, &e);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   verify(s);
-
   sim_report(s, (double)(t1.tv_sec - t0.tv_sec) +
                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
   int rc = s->done_nodes == s->n ? 0 : 1;
