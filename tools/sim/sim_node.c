@@ -465,10 +465,12 @@ void sim_on_chunk(sim_t *s, uint32_t flow, uint32_t serial) {
                                : n->rx_Bps - n->rx_Bps / PEER_CHUNK_RATE_EWMA +
                                      bps / PEER_CHUNK_RATE_EWMA;
   }
+  uint32_t client = c->client;
   sim_flow_end(s, flow);
-  sim_node_got(s, c->client, g, from);
-  sim_node_fill_conn(s, cid);  /* the payload ended */
-  sim_node_fill(s, c->client); /* the download was reported */
+  /* May dial (a node done announces as a seed): c may move. */
+  sim_node_got(s, client, g, from);
+  sim_node_fill_conn(s, cid); /* the payload ended */
+  sim_node_fill(s, client);   /* the download was reported */
 }
 
 void sim_download_fail(sim_t *s, uint32_t flow, sim_fail_t why) {
