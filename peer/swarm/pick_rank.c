@@ -46,3 +46,12 @@ bool peer_pick_beats(const peer_pick_rank_t *cand,
     return cand->tier < best->tier;
   return cand->avail < best->avail;
 }
+
+uint64_t peer_pick_rand(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return x;
+}

@@ -16,7 +16,9 @@
  *     single-chunk files, then first chunks, then the rest, and within that
  *     the chunk the fewest neighbours hold (rarest first). may_beat answers
  *     before the availability is counted (counting walks the neighbours),
- *     beats once it is.
+ *     beats once it is;
+ *   - peer_pick_rand: the random numbers of the scan's start and of which
+ *     neighbour is filled first (xorshift64), one definition for both.
  *
  * No state. Thread: any.
  */
@@ -64,5 +66,9 @@ bool peer_pick_may_beat(const peer_pick_rank_t *cand,
  * (dup, live, tier, avail); a tie keeps best, the first found. */
 bool peer_pick_beats(const peer_pick_rank_t *cand,
                      const peer_pick_rank_t *best);
+
+/* The next of *state's xorshift64 sequence (*state != 0 stays != 0):
+ * tie-breaks and scan starts, not security. */
+uint64_t peer_pick_rand(uint64_t *state);
 
 #endif

@@ -25,13 +25,7 @@ void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
 }
 
 static uint64_t picker_rand(peer_picker_t *p) {
-  /* xorshift64: tie-breaks only, not security. */
-  uint64_t x = p->rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  p->rng = x;
-  return x;
+  return peer_pick_rand(&p->rng); /* tie-breaks only, not security */
 }
 
 static uint32_t picker_avail(peer_picker_t *p, const peer_swarm_rel_t *rel,

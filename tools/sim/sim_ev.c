@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "sim.h"
+#include "swarm/pick_rank.h"
 
 static bool ev_before(const sim_ev_t *a, const sim_ev_t *b) {
   return a->t < b->t || (a->t == b->t && a->seq < b->seq);
@@ -12,6 +13,11 @@ static bool ev_before(const sim_ev_t *a, const sim_ev_t *b) {
 
 void sim_ev_push(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                  uint32_t c) {
+  sim_ev_push4(s, t, type, a, b, c, 0);
+}
+
+void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
+                  uint32_t c, uint32_t d) {
   if (s->nev == s->ev_cap) {
     uint32_t cap = s->ev_cap ? s->ev_cap * 2u : 1024u;
     sim_ev_t *ev = realloc(s->ev, (size_t)cap * sizeof(*ev));
@@ -27,7 +33,8 @@ void sim_ev_push(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                 .type = type,
                 .a = a,
                 .b = b,
-                .c = c};
+                .c = c,
+                .d = d};
   uint32_t i = s->nev++;
   while (i > 0) {
     uint32_t p = (i - 1u) / 2u;
@@ -65,11 +72,5 @@ bool sim_ev_pop(sim_t *s, sim_ev_t *out) {
 }
 
 uint64_t sim_rand(sim_t *s) {
-  /* xorshift64, as the picker's tie-breaks. */
-  uint64_t x = s->rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  s->rng = x;
-  return x;
+  return peer_pick_rand(&s->rng); /* the picker's own generator */
 }

@@ -1,5 +1,5 @@
-/* sim_main.c - ws-sim: options, the release's layout, the event loop and
- * the report (sim.h; docs/scale.md).
+/* sim_main.c - ws-sim: options, the release's layout and the event loop
+ * (sim.h; docs/scale.md); the report is sim_report.c.
  *
  * The release is laid out as tools/bench makes it: --shards files of
  * --shard-bytes (or, with --size-mib S, four of (S - 1) / 4 MiB, as
@@ -8,6 +8,7 @@
  * max(F/U, F/B, N F / (U + N B)).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,25 @@ static void usage(FILE *out) {
       "  --spread-ms S      nodes start uniformly within S ms (0)\n"
       "  --max-time-s T     give up after T simulated seconds (3600)\n"
       "  --seed X           random seed (1)\n"
-      "  --json             one JSON object instead of text\n");
+      "  --sample-ms S      utilisation samples every S ms (1000)\n"
+      "  --json             one JSON object instead of text\n"
+      "  --series           and the samples over time in it\n"
+      "  --hosts            and each node's finish time (node order)\n"
+      "  --no-frame-queue   frames (and a transfer's first byte) do not wait\n"
+      "                     behind the payload queued on their connection\n"
+      "peer policy (defaults: p2pd's constants, core/tunables.h):\n"
+      "  --reqs-max R       requests in flight over all neighbours (%u)\n"
+      "  --pipeline-depth D requests in flight per neighbour (%u)\n"
+      "  --uploads-max U    upload slots per node (%u)\n"
+      "  --uploads-spare S  of them, for a neighbour holding none (%u)\n"
+      "  --max-neighbors M  neighbour slots (%u)\n"
+      "  --dial-share K     a node dials M / K of them (%u; 1: all)\n"
+      "  --forward-piece-kib P  a chunk arriving is servable onwards in\n"
+      "                     buffers of P KiB (%u)\n"
+      "  --no-forward       serve as they arrive only chunks from S3\n"
+      "  --no-deadlines     no progress deadlines or request timeouts\n",
+      PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
+      PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u);
 }
 
 /* The options without a value: 1 if a is one (--help exits). */
@@ -48,81 +67,85 @@ static int flag(const char *a, sim_cfg_t *c) {
     usage(stdout);
     exit(0);
   }
-  if (strcmp(a, "--json") != 0)
+  if (strcmp(a, "--json") == 0)
+    c->json = true;
+  else if (strcmp(a, "--series") == 0)
+    c->series = true;
+  else if (strcmp(a, "--hosts") == 0)
+    c->hosts = true;
+  else if (strcmp(a, "--no-forward") == 0)
+    c->pol.forward = false;
+  else if (strcmp(a, "--no-deadlines") == 0)
+    c->pol.deadlines = false;
+  else if (strcmp(a, "--no-frame-queue") == 0)
+    c->frame_queue = false;
+  else
     return 0;
-  c->json = true;
   return 1;
 }
 
-static int parse(int argc, char **argv, sim_cfg_t *c) {
-  double rate = 100, up = -1, down = -1, origin = -1, size_mib = 128;
-  double shard_mib = -1, chunk_mib = 16, rtt_us = 100, ttfb_ms = 10;
-  double quantum_us = 0, spread_ms = 0, goodput = 1448.0 / 1514.0;
-  *c = (sim_cfg_t){.nodes = 8,
-                   .small_files = 3,
-                   .small_bytes = 9533,
-                   .shards = 4,
-                   .max_time_s = 3600,
-                   .seed = 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (flag(a, c))
-      continue;
-    if (i + 1 >= argc)
-      goto bad;
-    char *end;
-    errno = 0;
-    double v = strtod(argv[++i], &end);
-    if (errno != 0 || *end != '\0' || !(v >= 0) || v > 4e9)
-      goto bad;
-#define OPT(name, var)                                                         \
-  if (strcmp(a, name) == 0) {                                                  \
-    var = v;                                                                   \
-    continue;                                                                  \
-  }
-    OPT("--nodes", c->nodes)
-    OPT("--rate-mbit", rate)
-    OPT("--up-mbit", up)
-    OPT("--down-mbit", down)
-    OPT("--origin-mbit", origin)
-    OPT("--size-mib", size_mib)
-    OPT("--shards", c->shards)
-    OPT("--shard-mib", shard_mib)
-    OPT("--small-files", c->small_files)
-    OPT("--small-bytes", c->small_bytes)
-    OPT("--chunk-mib", chunk_mib)
-    OPT("--rtt-us", rtt_us)
-    OPT("--ttfb-ms", ttfb_ms)
-    OPT("--quantum-us", quantum_us)
-    OPT("--goodput", goodput)
-    OPT("--spread-ms", spread_ms)
-    OPT("--max-time-s", c->max_time_s)
-    OPT("--seed", c->seed)
-#undef OPT
-  bad:
-    fprintf(stderr, "ws-sim: bad option or value: %s\n", a);
-    usage(stderr);
+/* The options with a value, as given; apply() makes sim_cfg_t of them. */
+typedef struct {
+  double nodes, rate, up, down, origin, size_mib, shards, shard_mib;
+  double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
+  double goodput, spread_ms, max_time_s, seed, sample_ms;
+  double reqs_max, depth, uploads_max, uploads_spare, max_nbrs, dial_share;
+  double piece_kib;
+} sim_args_t;
+
+#define ARG(name, field)                                                       \
+  { name, offsetof(sim_args_t, field) }
+static const struct {
+  const char *name;
+  size_t off;
+} k_args[] = {
+    ARG("--nodes", nodes),
+    ARG("--rate-mbit", rate),
+    ARG("--up-mbit", up),
+    ARG("--down-mbit", down),
+    ARG("--origin-mbit", origin),
+    ARG("--size-mib", size_mib),
+    ARG("--shards", shards),
+    ARG("--shard-mib", shard_mib),
+    ARG("--small-files", small_files),
+    ARG("--small-bytes", small_bytes),
+    ARG("--chunk-mib", chunk_mib),
+    ARG("--rtt-us", rtt_us),
+    ARG("--ttfb-ms", ttfb_ms),
+    ARG("--quantum-us", quantum_us),
+    ARG("--goodput", goodput),
+    ARG("--spread-ms", spread_ms),
+    ARG("--max-time-s", max_time_s),
+    ARG("--seed", seed),
+    ARG("--sample-ms", sample_ms),
+    ARG("--reqs-max", reqs_max),
+    ARG("--pipeline-depth", depth),
+    ARG("--uploads-max", uploads_max),
+    ARG("--uploads-spare", uploads_spare),
+    ARG("--max-neighbors", max_nbrs),
+    ARG("--dial-share", dial_share),
+    ARG("--forward-piece-kib", piece_kib),
+};
+#undef ARG
+
+/* Whether the policy and the run make sense; says what is wrong if not. */
+static int check(const sim_cfg_t *c) {
+  const sim_policy_t *p = &c->pol;
+  if (p->reqs_max < 1 || p->depth < 1 || p->depth > SIM_DEPTH_MAX ||
+      p->uploads_max < 1 || p->uploads_spare >= p->uploads_max ||
+      p->max_nbrs < 1 || p->max_nbrs > PEER_MAX_NEIGHBORS_MAX ||
+      p->dial_share < 1 || c->sample_s < 0.001) {
+    fprintf(stderr,
+            "ws-sim: need --reqs-max >= 1, --pipeline-depth 1..%u, "
+            "--uploads-spare < --uploads-max, --max-neighbors 1..%u, "
+            "--dial-share >= 1, --sample-ms >= 1\n",
+            SIM_DEPTH_MAX, PEER_MAX_NEIGHBORS_MAX);
     return -1;
   }
-  if (shard_mib < 0) {
-    double m = floor((size_mib - 1) / 4);
-    shard_mib = m < 1 ? 1 : m;
-    c->shards = 4;
-  }
-  c->up_Bps = (up >= 0 ? up : rate) * 1e6 / 8;
-  c->down_Bps = (down >= 0 ? down : rate) * 1e6 / 8;
-  c->origin_Bps = (origin >= 0 ? origin : rate) * 1e6 / 8;
-  c->shard_bytes = (uint64_t)(shard_mib * MiB);
-  c->chunk_bytes = (uint64_t)(chunk_mib * MiB);
-  c->rtt_s = rtt_us / 1e6;
-  c->ttfb_s = ttfb_ms / 1e3;
-  c->quantum_s = quantum_us / 1e6;
-  c->goodput = goodput;
-  c->start_spread_s = spread_ms / 1e3;
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
-      c->down_Bps <= 0 || c->origin_Bps <= 0 || goodput <= 0 || goodput > 1 ||
-      c->chunk_bytes < 1024 || c->chunk_bytes > WS_CHUNK_SIZE_MAX ||
-      c->shards + c->small_files == 0) {
+      c->down_Bps <= 0 || c->origin_Bps <= 0 || c->goodput <= 0 ||
+      c->goodput > 1 || c->chunk_bytes < 1024 ||
+      c->chunk_bytes > WS_CHUNK_SIZE_MAX || c->shards + c->small_files == 0) {
     fprintf(stderr,
             "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB "
             "and at least one file\n",
@@ -130,6 +153,88 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
     return -1;
   }
   return 0;
+}
+
+static int apply(const sim_args_t *a, sim_cfg_t *c) {
+  double shard_mib = a->shard_mib;
+  c->nodes = (uint32_t)a->nodes;
+  c->shards = (uint32_t)a->shards;
+  if (shard_mib < 0) { /* the bench's layout (benchlib.make_model) */
+    double m = floor((a->size_mib - 1) / 4);
+    shard_mib = m < 1 ? 1 : m;
+    c->shards = 4;
+  }
+  c->small_files = (uint32_t)a->small_files;
+  c->small_bytes = (uint64_t)a->small_bytes;
+  c->up_Bps = (a->up >= 0 ? a->up : a->rate) * 1e6 / 8;
+  c->down_Bps = (a->down >= 0 ? a->down : a->rate) * 1e6 / 8;
+  c->origin_Bps = (a->origin >= 0 ? a->origin : a->rate) * 1e6 / 8;
+  c->shard_bytes = (uint64_t)(shard_mib * MiB);
+  c->chunk_bytes = (uint64_t)(a->chunk_mib * MiB);
+  c->rtt_s = a->rtt_us / 1e6;
+  c->ttfb_s = a->ttfb_ms / 1e3;
+  c->quantum_s = a->quantum_us / 1e6;
+  c->goodput = a->goodput;
+  c->start_spread_s = a->spread_ms / 1e3;
+  c->max_time_s = a->max_time_s;
+  c->seed = (uint64_t)a->seed;
+  c->sample_s = a->sample_ms / 1e3;
+  c->pol.reqs_max = (uint32_t)a->reqs_max;
+  c->pol.depth = (uint32_t)a->depth;
+  c->pol.uploads_max = (uint32_t)a->uploads_max;
+  c->pol.uploads_spare = (uint32_t)a->uploads_spare;
+  c->pol.max_nbrs = (uint32_t)a->max_nbrs;
+  c->pol.dial_share = (uint32_t)a->dial_share;
+  c->pol.piece_bytes = a->piece_kib * 1024.0;
+  return check(c);
+}
+
+static int parse(int argc, char **argv, sim_cfg_t *c) {
+  sim_args_t a = {.nodes = 8,
+                  .rate = 100,
+                  .up = -1,
+                  .down = -1,
+                  .origin = -1,
+                  .size_mib = 128,
+                  .shards = 4,
+                  .shard_mib = -1,
+                  .small_files = 3,
+                  .small_bytes = 9533,
+                  .chunk_mib = 16,
+                  .rtt_us = 100,
+                  .ttfb_ms = 10,
+                  .goodput = 1448.0 / 1514.0,
+                  .max_time_s = 3600,
+                  .seed = 1,
+                  .sample_ms = 1000,
+                  .reqs_max = PEER_REQS_MAX,
+                  .depth = PEER_PIPELINE_DEPTH,
+                  .uploads_max = PEER_UPLOADS_MAX,
+                  .uploads_spare = PEER_UPLOADS_SPARE,
+                  .max_nbrs = PEER_MAX_NEIGHBORS_DEFAULT,
+                  .dial_share = PEER_NBR_DIAL_SHARE,
+                  .piece_kib = PEER_BUF_BYTES / 1024.0};
+  *c = (sim_cfg_t){.frame_queue = true,
+                   .pol = {.forward = true, .deadlines = true}};
+  for (int i = 1; i < argc; i++) {
+    const char *name = argv[i];
+    if (flag(name, c))
+      continue;
+    size_t k = 0, nk = sizeof(k_args) / sizeof(k_args[0]);
+    while (k < nk && strcmp(name, k_args[k].name) != 0)
+      k++;
+    char *end = NULL;
+    errno = 0;
+    double v = k < nk && i + 1 < argc ? strtod(argv[++i], &end) : -1;
+    if (k == nk || end == NULL || errno != 0 || *end != '\0' || !(v >= 0) ||
+        v > 4e9) {
+      fprintf(stderr, "ws-sim: bad option or value: %s\n", name);
+      usage(stderr);
+      return -1;
+    }
+    *(double *)((char *)&a + k_args[k].off) = v;
+  }
+  return apply(&a, c);
 }
 
 /* Chunks of every file, their lengths and scheduler tiers. */
@@ -186,9 +291,9 @@ static void nodes_init(sim_t *s) {
     n->nreq = zalloc(s->chunks, 1);
     n->rx_busy = zalloc(s->chunks, 1);
     n->avail = zalloc(s->chunks, sizeof(uint16_t));
-    n->origin_flow = zalloc(s->chunks, sizeof(uint32_t));
+    n->in_flow = zalloc(s->chunks, sizeof(uint32_t));
     for (uint32_t g = 0; g < s->chunks; g++)
-      n->origin_flow[g] = SIM_NONE;
+      n->in_flow[g] = SIM_NONE;
     n->nmissing = s->chunks;
     double u = (double)(sim_rand(s) >> 11) / 9007199254740992.0;
     n->start_s = u * s->cfg.start_spread_s;
@@ -196,58 +301,83 @@ static void nodes_init(sim_t *s) {
   }
 }
 
-static void dispatch(sim_t *s, const sim_ev_t *e) {
+/* A node's own timers (and the tracker's, the sampler's). */
+static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
   double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
+  uint32_t iv;
   switch (e->type) {
   case EV_START:
-    sim_trk_announce(s, e->a, false);
+    (void)sim_trk_announce(s, e->a, false);
     sim_ev_push(s, s->now + manifest_s, EV_JOIN, e->a, 0, 0);
     break;
   case EV_JOIN:
-    sim_trk_announce(s, e->a, true);
+    iv = sim_trk_announce(s, e->a, true);
     if (!s->nodes[e->a].joined) {
       sim_ev_push(s, s->now + 1.0 / TRK_ANNOUNCE_PER_S, EV_JOIN, e->a, 0, 0);
       break;
     }
     s->nodes[e->a].last_rx_s = s->now;
-    sim_ev_push(s, s->now + TRK_ANNOUNCE_INTERVAL_MS / 1e3, EV_ANNOUNCE, e->a,
-                0, 0);
+    sim_ev_push(s, s->now + iv / 1e3, EV_ANNOUNCE, e->a, 0, 0);
     sim_ev_push(s, s->now + PEER_LEASE_RENEW_MS / 1e3, EV_RENEW, e->a, 0, 0);
+    /* p2pd's tick runs from its start, at a phase of its own. */
+    sim_ev_push(s, s->now + (double)(sim_rand(s) % PEER_SWARM_TICK_MS) / 1e3,
+                EV_TICK, e->a, 0, 0);
     sim_node_fill(s, e->a);
     break;
   case EV_ANNOUNCE:
-    sim_trk_announce(s, e->a, false);
-    sim_ev_push(s, s->now + TRK_ANNOUNCE_INTERVAL_MS / 1e3, EV_ANNOUNCE, e->a,
-                0, 0);
+    iv = sim_trk_announce(s, e->a, false);
+    sim_ev_push(s, s->now + (iv ? iv : TRK_ANNOUNCE_INTERVAL_MS) / 1e3,
+                EV_ANNOUNCE, e->a, 0, 0);
     break;
   case EV_RENEW:
     sim_trk_renew(s, e->a);
     sim_ev_push(s, s->now + PEER_LEASE_RENEW_MS / 1e3, EV_RENEW, e->a, 0, 0);
     break;
   case EV_TRK_TICK:
-    (void)trk_tracker_tick(s->trk, (uint64_t)(s->now * 1e3));
+    sim_trk_tick(s);
     sim_ev_push(s, s->now + TRK_SWEEP_INTERVAL_MS / 1e3, EV_TRK_TICK, 0, 0, 0);
     break;
+  case EV_TICK:
+    sim_on_tick(s, e->a);
+    sim_ev_push(s, s->now + PEER_SWARM_TICK_MS / 1e3, EV_TICK, e->a, 0, 0);
+    break;
+  case EV_SAMPLE:
+    sim_sample(s);
+    sim_ev_push(s, s->now + s->cfg.sample_s, EV_SAMPLE, 0, 0, 0);
+    break;
+  default:
+    break;
+  }
+}
+
+static void dispatch(sim_t *s, const sim_ev_t *e) {
+  switch (e->type) {
   case EV_CONN_UP:
     sim_on_conn_up(s, e->a);
     break;
   case EV_HAVE:
     sim_on_have(s, e->a, e->b, e->c != 0);
     break;
+  case EV_HAVE1:
+    sim_on_have1(s, e->a, e->b, e->c != 0);
+    break;
   case EV_TRK_HAVE:
-    sim_trk_have(s, e->a, e->b);
+    sim_trk_have(s, e->a, e->b, e->c == 0 ? SIM_NONE : e->c - 1u);
     break;
   case EV_REQ:
     sim_on_req(s, e->a, e->b);
     break;
+  case EV_CANCEL:
+    sim_on_cancel(s, e->a, e->b);
+    break;
   case EV_REJECT:
-    sim_on_reject(s, e->a, e->b);
+    sim_on_reject(s, e->a, e->b, e->c != 0);
+    break;
+  case EV_HEADER:
+    sim_on_header(s, e->a, e->b, e->c, e->d);
     break;
   case EV_CHUNK:
     sim_on_chunk(s, e->a, e->b);
-    break;
-  case EV_FILL:
-    sim_node_fill(s, e->a);
     break;
   case EV_ORIGIN_KICK:
     sim_origin_kick(s, e->a);
@@ -262,6 +392,7 @@ static void dispatch(sim_t *s, const sim_ev_t *e) {
     sim_rates(s);
     break;
   default:
+    dispatch_timer(s, e);
     break;
   }
 }
@@ -280,84 +411,6 @@ static void verify(sim_t *s) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double pct(const double *v, uint32_t n, double p) {
-  double r = p / 100.0 * (n - 1);
-  uint32_t i = (uint32_t)r;
-  return i + 1 < n ? v[i] + (v[i + 1] - v[i]) * (r - i) : v[n - 1];
-}
-
-static void report(sim_t *s, double wall_s) {
-  const sim_cfg_t *c = &s->cfg;
-  double F = (double)s->total_bytes, N = s->n;
-  double t_min = fmax(fmax(F / c->origin_Bps, F / c->down_Bps),
-                      N * F / (c->origin_Bps + N * c->up_Bps));
-  double *t = zalloc(s->n, sizeof(double));
-  uint32_t maxget = 0;
-  for (uint32_t i = 0; i < s->n; i++)
-    t[i] = s->nodes[i].done ? s->nodes[i].done_s : NAN;
-  for (uint32_t g = 0; g < s->chunks; g++)
-    if (s->fetches_of[g] > maxget)
-      maxget = s->fetches_of[g];
-  qsort(t, s->n, sizeof(double), cmp_double);
-  bool complete = s->done_nodes == s->n;
-  double t_all = complete ? t[s->n - 1] : NAN;
-  trk_swarm_stats_t st;
-  memset(&st, 0, sizeof(st));
-  if (trk_tracker_swarm_count(s->trk) > 0)
-    trk_swarm_stats(trk_tracker_swarm_at(s->trk, 0), &st);
-#define REPORT_ARGS                                                            \
-  s->n, F, s->chunks, (unsigned long long)c->chunk_bytes, c->up_Bps * 8 / 1e6, \
-      c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6, c->rtt_s * 1e6,          \
-      c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,                         \
-      complete ? "true" : "false", s->verified_nodes, complete ? t_all : -1.0, \
-      t_min, complete ? t_all / t_min : -1.0,                                  \
-      complete ? pct(t, s->n, 50) : -1.0, complete ? pct(t, s->n, 90) : -1.0,  \
-      complete ? pct(t, s->n, 99) : -1.0, complete ? t[0] : -1.0,              \
-      (unsigned long long)s->s3_bytes, (double)s->s3_bytes / F,                \
-      (unsigned long long)s->origin_gets, maxget,                              \
-      (unsigned long long)st.leases_granted,                                   \
-      (unsigned long long)st.leases_expired,                                   \
-      (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,     \
-      (unsigned long long)s->rejects, (unsigned long long)s->replaced,         \
-      (unsigned long long)s->events, (unsigned long long)s->recomputes, wall_s
-  if (c->json)
-    printf(
-        "{\"nodes\": %u, \"bytes\": %.0f, \"chunks\": %u, \"chunk_bytes\": "
-        "%llu, \"up_mbit\": %g, \"down_mbit\": %g, \"origin_mbit\": %g, "
-        "\"rtt_us\": %g, \"ttfb_ms\": %g, \"goodput\": %g, \"quantum_us\": %g, "
-        "\"complete\": "
-        "%s, \"verified_nodes\": %u, \"t_all_s\": %.4f, \"t_min_s\": %.4f, "
-        "\"ratio\": %.4f, "
-        "\"t_p50_s\": %.4f, \"t_p90_s\": %.4f, \"t_p99_s\": %.4f, "
-        "\"t_first_s\": %.4f, \"s3_bytes\": %llu, \"s3_ratio\": %.4f, "
-        "\"s3_gets\": %llu, \"s3_gets_per_chunk_max\": %u, "
-        "\"leases_granted\": %llu, \"leases_expired\": %llu, "
-        "\"peer_bytes\": %llu, \"dup_bytes\": %llu, \"rejects\": %llu, "
-        "\"neighbours_replaced\": %llu, "
-        "\"events\": %llu, \"rate_recomputes\": %llu, \"wall_s\": %.2f}\n",
-        REPORT_ARGS);
-  else
-    printf("nodes %u, %.0f bytes in %u chunks of %llu\n"
-           "links: up %g, down %g, origin %g Mbit/s; rtt %g us, ttfb %g ms, "
-           "goodput %g, quantum %g us\n"
-           "complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, ratio "
-           "%.4f\n"
-           "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s\n"
-           "S3 %llu bytes (%.4f x F) in %llu GETs, at most %u per chunk; "
-           "leases granted %llu, expired %llu\n"
-           "peer bytes %llu, duplicates %llu, busy rejects %llu, idle "
-           "neighbours replaced %llu\n"
-           "%llu events, %llu rate recomputes, %.2f s wall\n",
-           REPORT_ARGS);
-#undef REPORT_ARGS
-  free(t);
-}
-
 static void sim_free(sim_t *s) {
   for (uint32_t i = 0; s->nodes != NULL && i < s->n; i++) {
     sim_node_t *n = &s->nodes[i];
@@ -366,7 +419,8 @@ static void sim_free(sim_t *s) {
     free(n->nreq);
     free(n->rx_busy);
     free(n->avail);
-    free(n->origin_flow);
+    free(n->in_flow);
+    free(n->conns);
   }
   for (uint32_t i = 0; i < s->nconns; i++)
     free(s->conns[i].view);
@@ -376,6 +430,7 @@ static void sim_free(sim_t *s) {
   free(s->chunk_len);
   free(s->chunk_tier);
   free(s->ev);
+  free(s->series);
   sim_net_free(s);
   trk_tracker_free(s->trk);
 }
@@ -398,6 +453,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   sim_ev_push(s, 0, EV_TRK_TICK, 0, 0, 0);
+  sim_ev_push(s, s->cfg.sample_s, EV_SAMPLE, 0, 0, 0);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   sim_ev_t e;
@@ -410,8 +466,8 @@ int main(int argc, char **argv) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   verify(s);
-  report(s, (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+  sim_report(s, (double)(t1.tv_sec - t0.tv_sec) +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
   int rc = s->done_nodes == s->n ? 0 : 1;
   sim_free(s);
   return rc;

@@ -6,9 +6,17 @@
  * Rates are the max-min fair allocation over all links (progressive
  * filling: the link with the smallest fair share fixes its flows at that
  * share, which leaves the others more), what TCP flows sharing bottlenecks
- * approach. A flow serving a chunk still arriving from S3 ("live") cannot
- * pass the bytes that arrived: once it has caught up it is capped at the
- * S3 flow's rate of the previous allocation.
+ * approach.
+ *
+ * A flow serving a chunk still arriving at its sender ("live", from S3 or
+ * from a neighbour) cannot pass the bytes its sender may forward: those
+ * are written in buffers of --forward-piece-kib (PEER_BUF_BYTES; inbound.c
+ * tells uploads of each buffer once written), so the model lets it send up
+ * to one buffer less than its sender received (all of it once the
+ * sender's last byte is in). Once it has caught up it is capped at its
+ * sender's incoming rate; in a chain (S3 -> A -> B -> C) each cap is the
+ * previous pass's rate of the flow upstream, and the allocation is redone
+ * until no cap moves (SIM_FILL_PASSES at most).
  *
  * Rates are recomputed when flows start or end (quantum 0), or at most
  * once per quantum: a new flow then waits for the next recompute, and a
@@ -31,7 +39,7 @@ static void *xrealloc(void *p, size_t n) {
 }
 
 uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
-                        uint32_t chunk, uint32_t conn, uint32_t live_of) {
+                        uint32_t chunk, uint32_t conn) {
   uint32_t id;
   if (s->nfree > 0) {
     id = s->flow_free[--s->nfree];
@@ -42,6 +50,7 @@ uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
       s->flow_free = xrealloc(s->flow_free, s->flows_cap * sizeof(uint32_t));
     }
     id = s->nflows++;
+    s->flows[id].version = 0;
   }
   sim_flow_t *f = &s->flows[id];
   uint32_t version = f->version + 1u;
@@ -50,29 +59,47 @@ uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
                     .kind = kind,
                     .chunk = chunk,
                     .conn = conn,
-                    .live_of = live_of,
                     .size = s->chunk_len[chunk],
                     .left = s->chunk_len[chunk],
                     .t_ref = s->now,
+                    .go_at = s->now,
                     .version = version,
-                    .active = true};
+                    .serial = ++s->flow_serial,
+                    .alive = true};
   s->active_flows++;
   sim_rates_dirty(s);
   return id;
 }
 
 double sim_flow_done_bytes(const sim_t *s, const sim_flow_t *f) {
+  if (f->sent)
+    return f->size;
   double left = f->left - f->rate * (s->now - f->t_ref);
   return f->size - (left > 0 ? left : 0);
 }
 
-void sim_flow_end(sim_t *s, uint32_t id) {
+void sim_flow_sent(sim_t *s, uint32_t id) {
   sim_flow_t *f = &s->flows[id];
-  f->active = false;
+  f->left = 0;
+  f->rate = 0;
+  f->sent = true;
+  f->paced = false;
   f->version++;
   s->active_flows--;
-  s->flow_free[s->nfree++] = id;
   sim_rates_dirty(s);
+}
+
+void sim_flow_end(sim_t *s, uint32_t id) {
+  sim_flow_t *f = &s->flows[id];
+  if (!f->alive)
+    return;
+  if (!f->sent) {
+    s->active_flows--;
+    sim_rates_dirty(s);
+  }
+  f->alive = false;
+  f->version++;
+  s->flow_free[s->nfree++] = id;
 }
 
 void sim_rates_dirty(sim_t *s) {
@@ -98,6 +125,7 @@ typedef struct {
   double *rem;
   uint32_t *cnt, *ver, *off, *list;
   uint32_t (*of)[3]; /* per flow: its links (pseudo link or SIM_NONE) */
+  double *caps;      /* per flow: its cap, or -1 */
   heap_ent_t *heap;
   uint32_t nheap;
 } fill_t;
@@ -136,31 +164,63 @@ static heap_ent_t heap_pop(fill_t *w) {
   return top;
 }
 
-/* The cap of a live flow now, or -1 for none. */
-static double live_cap(sim_t *s, const sim_flow_t *f) {
+/* What the sender of peer flow f has of its chunk: *avail bytes it may
+ * forward now, *src_rate the rate they grow at, *src_done the bytes it
+ * received. false: it holds the chunk (nothing limits f). */
+static bool live_source(const sim_t *s, const sim_flow_t *f, double *avail,
+                        double *src_rate, double *src_done) {
   const sim_node_t *srv = &s->nodes[f->src];
   if (f->kind != SIM_FLOW_PEER || srv->state[f->chunk] == SIM_DONE)
-    return -1;
-  uint32_t o = srv->origin_flow[f->chunk];
-  if (o == SIM_NONE)
-    return 0; /* its S3 GET has not brought a byte yet */
+    return false;
+  uint32_t o = srv->in_flow[f->chunk];
+  *avail = *src_rate = *src_done = 0;
+  if (o == SIM_NONE || o == SIM_PENDING)
+    return true; /* its first byte has not come (or its fetch failed) */
   const sim_flow_t *of = &s->flows[o];
-  if (f->left > 0 &&
-      sim_flow_done_bytes(s, f) + 1.0 < sim_flow_done_bytes(s, of))
-    return -1; /* behind: free to go faster */
-  return of->rate;
+  double sd = sim_flow_done_bytes(s, of);
+  *src_done = sd;
+  if (of->sent || sd >= f->size) {
+    *avail = f->size; /* all in; the last byte waits for the hash check */
+    return true;
+  }
+  double a = sd - s->cfg.pol.piece_bytes;
+  *avail = a > 0 ? a : 0;
+  *src_rate = of->rate;
+  return true;
 }
 
-/* Sets up links and their flows; returns the number of links. */
-static uint32_t fill_links(sim_t *s, fill_t *w) {
+double sim_flow_may_send(const sim_t *s, const sim_flow_t *f) {
+  double avail, rate, sd;
+  if (!f->alive || f->sent)
+    return 0;
+  double done = sim_flow_done_bytes(s, f);
+  if (!live_source(s, f, &avail, &rate, &sd))
+    avail = f->size;
+  return avail > done ? avail - done : 0;
+}
+
+/* The cap of flow f now (its sender's incoming rate, 0 while nothing may
+ * go), or -1 for none. */
+static double live_cap(const sim_t *s, const sim_flow_t *f) {
+  double avail, rate, sd;
+  if (f->go_at > s->now)
+    return 0; /* behind the payload queued before its header */
+  if (!live_source(s, f, &avail, &rate, &sd) || avail >= f->size)
+    return -1;
+  if (sim_flow_done_bytes(s, f) + 1.0 < avail)
+    return -1; /* behind: free to go faster */
+  return avail > 0 ? rate : 0;
+}
+
+/* Sets up links and their flows from caps[] (< 0: none); returns the
+ * number of links. */
+static uint32_t fill_links(sim_t *s, fill_t *w, const double *caps) {
   uint32_t n = s->n, base = 2u * n + 1u, npseudo = 0;
   w->of = xrealloc(w->of, (size_t)s->nflows * sizeof(*w->of));
-  double *caps = xrealloc(NULL, (size_t)s->nflows * sizeof(double));
   for (uint32_t i = 0; i < s->nflows; i++) {
     sim_flow_t *f = &s->flows[i];
-    if (!f->active)
+    if (!f->alive || f->sent)
       continue;
-    caps[i] = live_cap(s, f);
     w->of[i][0] = f->src;
     w->of[i][1] = n + 1u + f->dst;
     w->of[i][2] = caps[i] >= 0 ? base + npseudo++ : SIM_NONE;
@@ -182,7 +242,7 @@ static uint32_t fill_links(sim_t *s, fill_t *w) {
                                            : s->cfg.down_Bps);
   }
   for (uint32_t i = 0; i < s->nflows; i++) {
-    if (!s->flows[i].active)
+    if (!s->flows[i].alive || s->flows[i].sent)
       continue;
     for (int k = 0; k < 3; k++)
       if (w->of[i][k] != SIM_NONE)
@@ -190,7 +250,6 @@ static uint32_t fill_links(sim_t *s, fill_t *w) {
     if (w->of[i][2] != SIM_NONE)
       w->rem[w->of[i][2]] = caps[i];
   }
-  free(caps);
   w->off[0] = 0;
   for (uint32_t l = 0; l < nl; l++)
     w->off[l + 1u] = w->off[l] + w->cnt[l];
@@ -198,7 +257,7 @@ static uint32_t fill_links(sim_t *s, fill_t *w) {
   for (uint32_t l = 0; l < nl; l++)
     pos[l] = w->off[l];
   for (uint32_t i = 0; i < s->nflows; i++) {
-    if (!s->flows[i].active)
+    if (!s->flows[i].alive || s->flows[i].sent)
       continue;
     for (int k = 0; k < 3; k++)
       if (w->of[i][k] != SIM_NONE)
@@ -208,8 +267,8 @@ static uint32_t fill_links(sim_t *s, fill_t *w) {
   return nl;
 }
 
-static void fill_rates(sim_t *s, fill_t *w) {
-  uint32_t nl = fill_links(s, w);
+static void fill_rates(sim_t *s, fill_t *w, const double *caps) {
+  uint32_t nl = fill_links(s, w, caps);
   w->nheap = 0;
   for (uint32_t i = 0; i < s->nflows; i++)
     s->flows[i].rate = -1; /* not fixed yet */
@@ -227,6 +286,9 @@ static void fill_rates(sim_t *s, fill_t *w) {
       if (f->rate >= 0)
         continue;
       f->rate = share;
+      f->bneck = l < s->n || l == s->n ? SIM_BNECK_UP
+                 : l <= 2u * s->n      ? SIM_BNECK_DOWN
+                                       : SIM_BNECK_SOURCE;
       for (int j = 0; j < 3; j++) {
         uint32_t o = w->of[w->list[k]][j];
         if (o == SIM_NONE || o == l)
@@ -240,6 +302,9 @@ static void fill_rates(sim_t *s, fill_t *w) {
     }
     w->cnt[l] = 0;
   }
+  for (uint32_t i = 0; i < s->nflows; i++)
+    if (s->flows[i].rate < 0)
+      s->flows[i].rate = 0;
 }
 
 /* What happens to a flow before the next recompute, in time order. */
@@ -254,21 +319,19 @@ static void fev_add(sim_t *s, double t, uint32_t flow, uint32_t what) {
       .t = t, .flow = flow, .version = s->flows[flow].version, .what = what};
 }
 
-/* Events of f before horizon: its end, a live flow catching up with its
- * S3 flow, an S3 flow nearing its end (a spare lease may start then,
- * origin.c). */
+/* Events of f before horizon: its end; an S3 flow nearing its end (a
+ * spare lease may start then, origin.c); a live flow catching up with
+ * what its sender may forward, or its sender's first buffer filling. */
 static void flow_events(sim_t *s, uint32_t id, double horizon) {
   sim_flow_t *f = &s->flows[id];
   if (f->left <= 0) {
-    /* A live upload that waits for its S3 flow's last byte. */
+    /* A live upload that waits for its sender's last byte. */
     if (f->kind == SIM_FLOW_ORIGIN ||
         s->nodes[f->src].state[f->chunk] == SIM_DONE)
       fev_add(s, s->now, id, FEV_END);
     return;
   }
-  if (f->rate <= 0)
-    return;
-  double t_end = s->now + f->left / f->rate;
+  double t_end = f->rate > 0 ? s->now + f->left / f->rate : INFINITY;
   if (t_end <= horizon)
     fev_add(s, t_end, id, FEV_END);
   if (f->kind == SIM_FLOW_ORIGIN) {
@@ -278,15 +341,27 @@ static void flow_events(sim_t *s, uint32_t id, double horizon) {
       fev_add(s, t_ending, id, FEV_KICK);
     return;
   }
-  const sim_node_t *srv = &s->nodes[f->src];
-  uint32_t o =
-      srv->state[f->chunk] == SIM_DONE ? SIM_NONE : srv->origin_flow[f->chunk];
-  if (o == SIM_NONE || s->flows[o].rate >= f->rate)
+  if (f->go_at > s->now) {
+    if (f->go_at <= horizon)
+      fev_add(s, f->go_at, id, FEV_CATCH); /* its header leaves */
     return;
-  double gap = sim_flow_done_bytes(s, &s->flows[o]) - sim_flow_done_bytes(s, f);
-  double t_catch = s->now + gap / (f->rate - s->flows[o].rate);
-  if (gap > 1.0 && t_catch < t_end && t_catch <= horizon)
-    fev_add(s, t_catch, id, FEV_CATCH);
+  }
+  double avail, src_rate, sd;
+  if (!live_source(s, f, &avail, &src_rate, &sd) || avail >= f->size)
+    return;
+  double t = INFINITY;
+  if (avail <= 0 && src_rate > 0) {
+    double piece = s->cfg.pol.piece_bytes;
+    /* Its sender's first buffer is written (a byte past it, so that
+     * the recompute then sees it). */
+    t = s->now + (piece - sd + 1.0) / src_rate;
+  } else if (f->rate > src_rate) {
+    double gap = avail - sim_flow_done_bytes(s, f);
+    if (gap > 1.0)
+      t = s->now + gap / (f->rate - src_rate);
+  }
+  if (t < t_end && t <= horizon)
+    fev_add(s, t, id, FEV_CATCH);
 }
 
 static int fev_cmp(const void *a, const void *b) {
@@ -304,8 +379,8 @@ static void flow_ended(sim_t *s, uint32_t id) {
     return;
   }
   if (s->nodes[f->src].state[f->chunk] != SIM_DONE) {
-    /* A live upload that caught up: its last byte waits for the S3 one
-     * (the recompute after that flow ends finishes it). */
+    /* A live upload that caught up: its last byte waits for the sender's
+     * (the recompute after the sender holds the chunk finishes it). */
     f->left = 0;
     f->rate = 0;
     f->version++;
@@ -320,7 +395,7 @@ void sim_flow_events(sim_t *s, uint32_t gen) {
   while (s->fev_pos < s->nfev && s->fev[s->fev_pos].t <= s->now) {
     sim_fev_t e = s->fev[s->fev_pos++];
     sim_flow_t *f = &s->flows[e.flow];
-    if (!f->active || f->version != e.version)
+    if (!f->alive || f->sent || f->version != e.version)
       continue;
     if (e.what == FEV_END)
       flow_ended(s, e.flow);
@@ -329,7 +404,7 @@ void sim_flow_events(sim_t *s, uint32_t gen) {
     else
       sim_rates_dirty(s);
   }
-  if (s->fev_pos < s->nfev)
+  if (gen == s->fev_gen && s->fev_pos < s->nfev)
     sim_ev_push(s, s->fev[s->fev_pos].t, EV_FLOW, gen, 0, 0);
 }
 
@@ -344,8 +419,13 @@ void sim_net_free(sim_t *s) {
   free(F.list);
   free(F.of);
   free(F.heap);
+  free(F.caps);
   memset(&F, 0, sizeof(F));
 }
+
+/* Allocations redone while a cap moved by more than this share. */
+#define SIM_FILL_PASSES 3
+#define SIM_CAP_SLACK 1e-3
 
 void sim_rates(sim_t *s) {
   s->rates_scheduled = false;
@@ -354,27 +434,57 @@ void sim_rates(sim_t *s) {
   s->recomputes++;
   for (uint32_t i = 0; i < s->nflows; i++) {
     sim_flow_t *f = &s->flows[i];
-    if (!f->active)
+    if (!f->alive || f->sent)
       continue;
     f->left -= f->rate * (s->now - f->t_ref);
     if (f->left < 0)
       f->left = 0;
     f->t_ref = s->now;
   }
-  fill_rates(s, &F);
-  /* A caught-up live flow was capped at its S3 flow's previous rate; once
-   * more with the rate that flow has now. */
-  if (F.npseudo > 0)
-    fill_rates(s, &F);
+  F.caps = xrealloc(F.caps, ((size_t)s->nflows + 1u) * sizeof(double));
+  double *caps = F.caps;
+  uint32_t ncap = 0;
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    const sim_flow_t *f = &s->flows[i];
+    caps[i] = f->alive && !f->sent ? live_cap(s, f) : -1;
+    ncap += caps[i] >= 0;
+  }
+  fill_rates(s, &F, caps);
+  /* A capped flow took its sender's rate of the allocation before; again
+   * with the rates this one gave, while they move. */
+  for (int pass = 1; pass < SIM_FILL_PASSES && ncap > 0; pass++) {
+    bool moved = false;
+    for (uint32_t i = 0; i < s->nflows; i++) {
+      const sim_flow_t *f = &s->flows[i];
+      if (!f->alive || f->sent)
+        continue;
+      double c = live_cap(s, f);
+      if ((c < 0) != (caps[i] < 0) ||
+          (c >= 0 && fabs(c - caps[i]) > SIM_CAP_SLACK * (caps[i] + 1.0)))
+        moved = true;
+      caps[i] = c;
+    }
+    if (!moved)
+      break;
+    fill_rates(s, &F, caps);
+  }
+  /* A live upload whose sender has a buffer written sends its first
+   * piece, and with it the header its requester waits for. */
+  for (uint32_t i = 0; i < s->nflows; i++) {
+    double avail, rate, sd;
+    const sim_flow_t *f = &s->flows[i];
+    if (f->alive && !f->sent && f->unheaded &&
+        (!live_source(s, f, &avail, &rate, &sd) || avail > 0))
+      sim_upload_header(s, i);
+  }
   double horizon = s->cfg.quantum_s > 0 ? s->now + s->cfg.quantum_s : INFINITY;
   s->nfev = s->fev_pos = 0;
   s->fev_gen++;
   for (uint32_t i = 0; i < s->nflows; i++) {
     sim_flow_t *f = &s->flows[i];
-    if (!f->active)
+    if (!f->alive || f->sent)
       continue;
-    if (f->rate < 0)
-      f->rate = 0;
+    f->paced = caps[i] >= 0 && f->rate >= caps[i] - 1.0;
     f->version++;
     flow_events(s, i, horizon);
   }
@@ -382,7 +492,7 @@ void sim_rates(sim_t *s) {
     qsort(s->fev, s->nfev, sizeof(*s->fev), fev_cmp);
   if (s->nfev > 0)
     sim_ev_push(s, s->fev[0].t, EV_FLOW, s->fev_gen, 0, 0);
-  if (s->cfg.quantum_s > 0 && s->active_flows > 0) {
+  if (s->cfg.quantum_s > 0 && s->active_flows > 0 && !s->rates_scheduled) {
     s->rates_scheduled = true;
     sim_ev_push(s, horizon, EV_RATES, 0, 0, 0);
   }

@@ -1,200 +1,33 @@
-/* sim_node.c - ws-sim's nodes as peers: connections, HAVEs, request
- * pipelines, upload slots and queues.
+/* sim_node.c - ws-sim's nodes as peers: request pipelines, the server's
+ * queue and upload slots, and a chunk's arrival.
  *
  * The choice of chunk is p2pd's own (swarm/pick_rank.h) inside a scan
  * that re-states peer_picker_fill (picker.c): from a random chunk, at most
- * PEER_PICK_SCAN_MAX chunks, up to PEER_PIPELINE_DEPTH requests per
- * neighbour, endgame when no chunk is MISSING. The server side re-states
- * upload.c: a queue of PEER_SERVE_QUEUE_MAX per neighbour, one held chunk
- * at a time per neighbour with chunks still arriving from S3 beside it (at
- * most WS_MUX_MAX uploads), PEER_UPLOADS_MAX slots per node of which the
- * last PEER_UPLOADS_SPARE go only to a neighbour holding none, and a
- * REJECT busy (retry after PEER_BUSY_RETRY_MS) when every slot is taken.
+ * PEER_PICK_SCAN_MAX chunks, endgame when no chunk is MISSING; a neighbour
+ * gets requests while it has fewer than --pipeline-depth
+ * (PEER_PIPELINE_DEPTH) and the node fewer than --reqs-max (PEER_REQS_MAX)
+ * over all neighbours. A request holds its slot until its CHUNK header
+ * (neighbor_conn.c: the download then holds the chunk, not the request) or
+ * its REJECT; the first header of a chunk wins, the node CANCELs its other
+ * requests for it, and tells its neighbours HAVE "p" (download.c: served
+ * on as it arrives).
+ *
+ * The server side re-states upload.c: a queue of PEER_SERVE_QUEUE_MAX per
+ * neighbour; with nothing streaming to it, the first held chunk (else the
+ * first request); beside that, one held chunk while none is streaming and
+ * chunks still arriving here beside it, WS_MUX_MAX at most; --uploads-max
+ * (PEER_UPLOADS_MAX) slots per node of which the last --uploads-spare
+ * (PEER_UPLOADS_SPARE) go only to a neighbour holding none, and a REJECT
+ * busy (retry after PEER_BUSY_RETRY_MS) when every slot is taken. A chunk
+ * still arriving here is served as it arrives (sim_net.c paces it) if it
+ * comes from S3, or, with --forward (the default), from a neighbour.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
 #include "sim.h"
 #include "swarm/pick_rank.h"
-
-static double half_rtt(const sim_t *s) {
-  return s->cfg.rtt_s / 2;
-}
-
-/* ---- connections ---------------------------------------------------- */
-
-static uint32_t conn_new(sim_t *s, uint32_t client, uint32_t server) {
-  if (s->nconns == s->conns_cap) {
-    s->conns_cap = s->conns_cap ? s->conns_cap * 2u : 1024u;
-    s->conns = realloc(s->conns, s->conns_cap * sizeof(*s->conns));
-    if (s->conns == NULL) {
-      fprintf(stderr, "ws-sim: out of memory (connections)\n");
-      exit(1);
-    }
-  }
-  uint32_t id = s->nconns++;
-  sim_conn_t *c = &s->conns[id];
-  memset(c, 0, sizeof(*c));
-  c->client = client;
-  c->server = server;
-  c->view = calloc(s->words, sizeof(uint64_t));
-  if (c->view == NULL) {
-    fprintf(stderr, "ws-sim: out of memory (views)\n");
-    exit(1);
-  }
-  sim_node_t *n = &s->nodes[client];
-  n->conns[n->nconn++] = id;
-  return id;
-}
-
-/* Whether the connection of c (both directions) is idle: nothing asked
- * or sent either way for PEER_NBR_IDLE_MS. */
-static bool conn_idle(const sim_t *s, const sim_conn_t *c) {
-  const sim_conn_t *r = &s->conns[c->rev];
-  double last = c->active_s > r->active_s ? c->active_s : r->active_s;
-  return c->up && c->nreqs == 0 && r->nreqs == 0 && c->nups == 0 &&
-         r->nups == 0 && c->sq_len == 0 && r->sq_len == 0 &&
-         s->now - last >= PEER_NBR_IDLE_MS / 1000.0;
-}
-
-static void conn_drop_dir(sim_t *s, uint32_t cid) {
-  sim_conn_t *c = &s->conns[cid];
-  sim_node_t *n = &s->nodes[c->client];
-  for (uint32_t w = 0; w < s->words; w++) {
-    uint64_t bits = c->view[w];
-    while (bits) {
-      n->avail[w * 64u + (uint32_t)__builtin_ctzll(bits)]--;
-      bits &= bits - 1u;
-    }
-  }
-  free(c->view);
-  c->view = NULL;
-  c->up = false;
-  c->closed = true;
-  for (uint32_t k = 0; k < n->nconn; k++)
-    if (n->conns[k] == cid) {
-      n->conns[k] = n->conns[--n->nconn];
-      break;
-    }
-}
-
-/* A node whose neighbour slots are taken makes room for a new connection
- * by closing the neighbour idle longest, if one is idle (swarm.c: slots,
- * PEER_NBR_IDLE_MS). */
-static bool make_room(sim_t *s, uint32_t node) {
-  sim_node_t *n = &s->nodes[node];
-  uint32_t best = SIM_NONE;
-  double oldest = 0;
-  for (uint32_t k = 0; k < n->nconn; k++) {
-    const sim_conn_t *c = &s->conns[n->conns[k]];
-    const sim_conn_t *r = &s->conns[c->rev];
-    double last = c->active_s > r->active_s ? c->active_s : r->active_s;
-    if (conn_idle(s, c) && (best == SIM_NONE || last < oldest)) {
-      best = n->conns[k];
-      oldest = last;
-    }
-  }
-  if (best == SIM_NONE)
-    return false;
-  uint32_t rev = s->conns[best].rev;
-  conn_drop_dir(s, best);
-  conn_drop_dir(s, rev);
-  s->replaced++;
-  return true;
-}
-
-void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
-  sim_node_t *a = &s->nodes[from], *b = &s->nodes[to];
-  if (from == to || a->nconn >= PEER_MAX_NEIGHBORS_DEFAULT)
-    return;
-  for (uint32_t k = 0; k < a->nconn; k++)
-    if (s->conns[a->conns[k]].server == to)
-      return;
-  /* The acceptor: an idle neighbour's slot, else a spare one. */
-  if (b->nconn >= PEER_MAX_NEIGHBORS_DEFAULT && !make_room(s, to) &&
-      b->nconn >= SIM_CONN_MAX)
-    return;
-  uint32_t c1 = conn_new(s, from, to);
-  uint32_t c2 = conn_new(s, to, from);
-  s->conns[c1].rev = c2;
-  s->conns[c2].rev = c1;
-  /* TCP's handshake, then HELLO and AUTH both ways. */
-  sim_ev_push(s, s->now + 2 * s->cfg.rtt_s, EV_CONN_UP, c1, 0, 0);
-}
-
-static void live_add(sim_conn_t *c, uint32_t g) {
-  if (c->nlive == PEER_LIVE_MAX) {
-    memmove(c->live, c->live + 1, (PEER_LIVE_MAX - 1u) * sizeof(uint32_t));
-    c->nlive--; /* the oldest is forgotten (still held, like any) */
-  }
-  c->live[c->nlive++] = g;
-}
-
-static bool live_drop(sim_conn_t *c, uint32_t g) {
-  for (uint32_t i = 0; i < c->nlive; i++)
-    if (c->live[i] == g) {
-      c->live[i] = c->live[--c->nlive];
-      return true;
-    }
-  return false;
-}
-
-/* The client of c learns that c's server has (or fetches) chunk g. */
-static void view_learn(sim_t *s, sim_conn_t *c, uint32_t g, bool live) {
-  if (!sim_bit(c->view, g)) {
-    sim_bit_set(c->view, g);
-    s->nodes[c->client].avail[g]++;
-    if (live)
-      live_add(c, g);
-  } else if (!live) {
-    live_drop(c, g);
-  }
-}
-
-/* BITFIELD (and HAVE "p" for the S3 fetches) of c's server, at once. */
-static void conn_bitfield(sim_t *s, uint32_t cid) {
-  sim_conn_t *c = &s->conns[cid];
-  const sim_node_t *srv = &s->nodes[c->server];
-  if (c->closed)
-    return;
-  c->up = true;
-  c->active_s = s->now;
-  for (uint32_t w = 0; w < s->words; w++) {
-    uint64_t bits = srv->have[w];
-    while (bits) {
-      uint32_t g = w * 64u + (uint32_t)__builtin_ctzll(bits);
-      bits &= bits - 1u;
-      view_learn(s, c, g, false);
-    }
-  }
-  for (uint32_t i = 0; i < srv->nfetch; i++)
-    view_learn(s, c, srv->fetch[i].chunk, true);
-}
-
-void sim_on_conn_up(sim_t *s, uint32_t c1) {
-  uint32_t c2 = s->conns[c1].rev;
-  if (s->conns[c1].closed)
-    return;
-  conn_bitfield(s, c1);
-  conn_bitfield(s, c2);
-  sim_node_fill_conn(s, c1);
-  sim_node_fill_conn(s, c2);
-}
-
-void sim_on_have(sim_t *s, uint32_t node, uint32_t chunk, bool live) {
-  sim_node_t *n = &s->nodes[node];
-  for (uint32_t k = 0; k < n->nconn; k++) {
-    uint32_t r = s->conns[n->conns[k]].rev;
-    sim_conn_t *c = &s->conns[r];
-    if (!c->up)
-      continue;
-    view_learn(s, c, chunk, live);
-    if (s->nodes[c->client].state[chunk] != SIM_DONE)
-      sim_node_fill_conn(s, r);
-  }
-}
 
 /* ---- the picker ------------------------------------------------------ */
 
@@ -203,14 +36,14 @@ typedef struct {
   peer_pick_rank_t rank;
 } sim_pick_t;
 
-static bool req_pending(const sim_conn_t *c, uint32_t g) {
+static int req_index(const sim_conn_t *c, uint32_t g) {
   for (uint32_t i = 0; i < c->nreqs; i++)
     if (c->reqs[i] == g)
-      return true;
-  return false;
+      return (int)i;
+  return -1;
 }
 
-static bool is_live(const sim_conn_t *c, uint32_t g) {
+bool sim_conn_live(const sim_conn_t *c, uint32_t g) {
   for (uint32_t i = 0; i < c->nlive; i++)
     if (c->live[i] == g)
       return true;
@@ -225,7 +58,7 @@ static void pick_consider(sim_t *s, const sim_conn_t *c, uint32_t g,
                           .inflight = n->state[g] == SIM_INFLIGHT,
                           .nreq = n->nreq[g],
                           .rx_busy = n->rx_busy[g] != 0,
-                          .pending_here = req_pending(c, g)};
+                          .pending_here = req_index(c, g) >= 0};
   bool found = best->g != SIM_NONE;
   peer_pick_kind_t k = peer_pick_kind(&ch, found && best->rank.dup == 0);
   if (k == PEER_PICK_NOT)
@@ -237,7 +70,7 @@ static void pick_consider(sim_t *s, const sim_conn_t *c, uint32_t g,
       return;
   }
   peer_pick_rank_t rank = {.dup = (int)k,
-                           .live = c->nlive > 0 && is_live(c, g),
+                           .live = c->nlive > 0 && sim_conn_live(c, g),
                            .tier = s->chunk_tier[g]};
   if (!peer_pick_may_beat(&rank, found ? &best->rank : NULL))
     return;
@@ -280,55 +113,72 @@ static uint32_t pick(sim_t *s, const sim_conn_t *c) {
 void sim_node_fill_conn(sim_t *s, uint32_t cid) {
   sim_conn_t *c = &s->conns[cid];
   sim_node_t *n = &s->nodes[c->client];
+  const sim_policy_t *pol = &s->cfg.pol;
   if (!c->up || !n->joined || n->done || s->now < c->busy_until)
     return;
-  while (c->nreqs < PEER_PIPELINE_DEPTH) {
+  while (c->nreqs < pol->depth && n->nreqs < pol->reqs_max) {
     uint32_t g = pick(s, c);
     if (g == SIM_NONE)
       return;
-    c->reqs[c->nreqs++] = g;
-    c->active_s = s->now;
+    c->reqs[c->nreqs] = g;
+    c->req_sent[c->nreqs] = s->now;
+    c->nreqs++;
+    n->nreqs++;
     n->nreq[g]++;
     if (n->state[g] == SIM_MISSING) {
       n->state[g] = SIM_INFLIGHT;
       n->nmissing--;
     }
-    sim_ev_push(s, s->now + half_rtt(s), EV_REQ, cid, g, 0);
+    sim_ev_push(s, sim_frame_at(s, c->rev), EV_REQ, cid, g, 0);
   }
 }
 
+/* peer_picker_fill_all: from a random neighbour on, so the request slots
+ * left go round. */
 void sim_node_fill(sim_t *s, uint32_t node) {
   sim_node_t *n = &s->nodes[node];
-  for (uint32_t k = 0; k < n->nconn; k++)
-    if (s->conns[n->conns[k]].nreqs < PEER_PIPELINE_DEPTH)
-      sim_node_fill_conn(s, n->conns[k]);
+  if (n->nconn == 0 || !n->joined || n->done)
+    return;
+  uint32_t start = (uint32_t)(sim_rand(s) % n->nconn), cnt = n->nconn;
+  for (uint32_t k = 0; k < cnt && k < n->nconn; k++)
+    sim_node_fill_conn(s, n->conns[(start + k) % n->nconn]);
 }
 
-/* Drops request g from c (answered, refused or canceled); the chunk is
- * MISSING again when nothing else fetches it. */
-static bool req_drop(sim_t *s, sim_conn_t *c, uint32_t g) {
-  sim_node_t *n = &s->nodes[c->client];
-  for (uint32_t i = 0; i < c->nreqs; i++) {
-    if (c->reqs[i] != g)
-      continue;
-    c->reqs[i] = c->reqs[--c->nreqs];
-    n->nreq[g]--;
-    if (n->nreq[g] == 0 && !n->rx_busy[g] && n->state[g] == SIM_INFLIGHT) {
-      n->state[g] = SIM_MISSING;
-      n->nmissing++;
-    }
-    return true;
+/* The chunk is MISSING again when nothing fetches it any more
+ * (peer_request_chunk_release). */
+static void chunk_release(sim_node_t *n, uint32_t g) {
+  if (n->nreq[g] == 0 && !n->rx_busy[g] && n->in_flow[g] == SIM_NONE &&
+      n->state[g] == SIM_INFLIGHT) {
+    n->state[g] = SIM_MISSING;
+    n->nmissing++;
   }
-  return false;
 }
 
-/* The node's other requests for g go (CANCEL): its bytes come elsewhere. */
+bool sim_req_drop(sim_t *s, uint32_t cid, uint32_t g, bool cancel) {
+  sim_conn_t *c = &s->conns[cid];
+  sim_node_t *n = &s->nodes[c->client];
+  int i = req_index(c, g);
+  if (i < 0)
+    return false;
+  c->nreqs--;
+  c->reqs[i] = c->reqs[c->nreqs];
+  c->req_sent[i] = c->req_sent[c->nreqs];
+  n->nreqs--;
+  n->nreq[g]--;
+  chunk_release(n, g);
+  if (cancel)
+    sim_ev_push(s, sim_frame_at(s, c->rev), EV_CANCEL, cid, g, 0);
+  return true;
+}
+
+/* The node's other requests for g go (CANCEL): its bytes come elsewhere
+ * (peer_requests_cancel_others). */
 static void req_cancel_others(sim_t *s, uint32_t node, uint32_t g,
                               uint32_t keep) {
   sim_node_t *n = &s->nodes[node];
-  for (uint32_t k = 0; k < n->nconn; k++)
-    if (n->conns[k] != keep && req_drop(s, &s->conns[n->conns[k]], g))
-      sim_node_fill_conn(s, n->conns[k]);
+  for (uint32_t k = 0; k < n->nconn && n->nreq[g] > 0; k++)
+    if (n->conns[k] != keep)
+      (void)sim_req_drop(s, n->conns[k], g, true);
 }
 
 /* ---- the server side --------------------------------------------------- */
@@ -337,11 +187,26 @@ static bool srv_held(const sim_t *s, const sim_conn_t *c, uint32_t g) {
   return s->nodes[c->server].state[g] == SIM_DONE;
 }
 
+/* peer_upload_can: held, or arriving here now (from S3; from a neighbour
+ * too with --forward). */
+static bool srv_can(const sim_t *s, const sim_conn_t *c, uint32_t g) {
+  const sim_node_t *srv = &s->nodes[c->server];
+  uint32_t o = srv->in_flow[g];
+  if (srv->state[g] == SIM_DONE || o == SIM_PENDING)
+    return true;
+  if (o == SIM_NONE)
+    return false;
+  return s->cfg.pol.forward || s->flows[o].kind == SIM_FLOW_ORIGIN;
+}
+
 /* upload_queue_choose (upload.c), every neighbour speaking "mux". */
 static int queue_choose(const sim_t *s, const sim_conn_t *c) {
   int first_live = -1;
+  bool held_busy = false;
   if (c->nups == WS_MUX_MAX)
     return -1;
+  for (uint32_t i = 0; i < c->nups; i++)
+    held_busy |= srv_held(s, c, s->flows[c->ups[i]].chunk);
   for (uint32_t k = 0; k < c->sq_len; k++) {
     bool held = srv_held(s, c, c->sq[k]);
     if (c->nups == 0) {
@@ -350,7 +215,7 @@ static int queue_choose(const sim_t *s, const sim_conn_t *c) {
       continue;
     }
     if (held) {
-      if (c->nheld == 0)
+      if (!held_busy)
         return (int)k;
     } else if (first_live < 0) {
       first_live = (int)k;
@@ -359,114 +224,318 @@ static int queue_choose(const sim_t *s, const sim_conn_t *c) {
   return c->nups == 0 ? 0 : first_live;
 }
 
-static unsigned upload_cap(const sim_conn_t *c) {
-  return c->nups == 0 ? PEER_UPLOADS_MAX
-                      : PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE;
+static unsigned upload_cap(const sim_t *s, const sim_conn_t *c) {
+  const sim_policy_t *pol = &s->cfg.pol;
+  return c->nups == 0 ? pol->uploads_max
+                      : pol->uploads_max - pol->uploads_spare;
+}
+
+static void reject(sim_t *s, uint32_t cid, uint32_t g, bool busy) {
+  s->rejects += busy;
+  s->not_held += !busy;
+  sim_ev_push(s, sim_frame_at(s, cid), EV_REJECT, cid, g, busy);
 }
 
 static void upload_start(sim_t *s, uint32_t cid, uint32_t g) {
   sim_conn_t *c = &s->conns[cid];
+  if (!srv_can(s, c, g)) {
+    reject(s, cid, g, false); /* its fetch failed meanwhile */
+    return;
+  }
   bool held = srv_held(s, c, g);
-  sim_flow_start(s, c->server, c->client, SIM_FLOW_PEER, g, cid,
-                 held ? SIM_NONE : 0);
+  uint32_t f = sim_flow_start(s, c->server, c->client, SIM_FLOW_PEER, g, cid);
+  s->flows[f].was_live = !held;
   c = &s->conns[cid];
-  c->active_s = s->now;
-  c->nups++;
-  c->nheld += held;
+  c->ups[c->nups++] = f;
+  c->useful_s = s->conns[c->rev].useful_s = s->now;
   s->nodes[c->server].uploads++;
-  /* Its CHUNK header: the first wins, the client cancels the rest. */
-  s->nodes[c->client].rx_busy[g] = 1;
-  s->nodes[c->client].last_rx_s = s->now;
-  req_cancel_others(s, c->client, g, cid);
+  /* Its CHUNK header goes with its first piece: at once when held here,
+   * else once a buffer of it is written here (upload_chunk.c reads only
+   * what was written); sim_rates sends it then. */
+  s->flows[f].unheaded = true;
+  if (held)
+    sim_upload_header(s, f);
 }
 
-static void reject(sim_t *s, uint32_t cid, uint32_t g) {
-  s->rejects++;
-  sim_ev_push(s, s->now + half_rtt(s), EV_REJECT, cid, g, 0);
+void sim_upload_header(sim_t *s, uint32_t flow) {
+  double at = sim_frame_at(s, s->flows[flow].conn); /* behind the others */
+  sim_flow_t *f = &s->flows[flow];
+  f->unheaded = false;
+  f->header_at = at;
+  /* Its bytes follow its header out of the connection's queue. */
+  f->go_at = at - sim_half_rtt(s);
+  if (f->go_at > s->now)
+    sim_rates_dirty(s);
+  sim_ev_push4(s, at, EV_HEADER, f->conn, f->chunk, flow, f->serial);
+}
+
+double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
+  double bytes = 0, rate = 0;
+  for (uint32_t i = 0; i < c->nups; i++) {
+    const sim_flow_t *f = &s->flows[c->ups[i]];
+    if (f->unheaded)
+      continue; /* nothing of it read yet */
+    /* An upload hands at most its PEER_SERVE_BUFS buffers to the socket
+     * (upload_chunk.c): what it has read and not sent. */
+    double q = sim_flow_may_send(s, f);
+    double bufs = (double)PEER_SERVE_BUFS * PEER_SERVE_PIECE_BYTES;
+    bytes += q < bufs ? q : bufs;
+    rate += f->rate;
+  }
+  return bytes > 0 && rate > 0 ? bytes / rate : 0;
+}
+
+double sim_frame_at(sim_t *s, uint32_t cid) {
+  sim_conn_t *c = &s->conns[cid];
+  double at = s->now + sim_half_rtt(s);
+  if (!s->cfg.frame_queue)
+    return at;
+  at += sim_frame_queue_s(s, c);
+  if (at < c->fifo_s)
+    at = c->fifo_s; /* one connection: frames arrive in order */
+  c->fifo_s = at;
+  return at;
 }
 
 /* upload_queue_run (upload.c). */
 static void queue_run(sim_t *s, uint32_t cid) {
   sim_conn_t *c = &s->conns[cid];
   int k;
-  while (c->sq_len > 0 && (k = queue_choose(s, c)) >= 0) {
+  while (c->up && c->sq_len > 0 && (k = queue_choose(s, c)) >= 0) {
     const sim_node_t *srv = &s->nodes[c->server];
-    if (srv->uploads >= upload_cap(c) && c->nups > 0)
+    if (srv->uploads >= upload_cap(s, c) && c->nups > 0)
       break; /* the next to end makes room */
     uint32_t g = c->sq[k];
     memmove(c->sq + k, c->sq + k + 1,
             (c->sq_len - (uint32_t)k - 1u) * sizeof(uint32_t));
     c->sq_len--;
-    if (!req_pending(c, g))
-      continue; /* canceled on its way */
-    if (srv->uploads < upload_cap(c))
+    if (srv->uploads < upload_cap(s, c))
       upload_start(s, cid, g);
     else
-      reject(s, cid, g);
+      reject(s, cid, g, true); /* every slot taken: refused, not held */
     c = &s->conns[cid];
   }
 }
 
 void sim_on_req(sim_t *s, uint32_t cid, uint32_t g) {
   sim_conn_t *c = &s->conns[cid];
-  if (!req_pending(c, g))
-    return; /* canceled before it arrived */
+  if (!c->up)
+    return;
+  if (!srv_can(s, c, g)) {
+    reject(s, cid, g, false);
+    return;
+  }
   if (c->sq_len == PEER_SERVE_QUEUE_MAX) {
-    reject(s, cid, g);
+    reject(s, cid, g, true);
     return;
   }
   c->sq[c->sq_len++] = g;
   queue_run(s, cid);
 }
 
-void sim_on_reject(sim_t *s, uint32_t cid, uint32_t g) {
+void sim_on_cancel(sim_t *s, uint32_t cid, uint32_t g) {
   sim_conn_t *c = &s->conns[cid];
-  if (!req_drop(s, c, g))
+  if (!c->up)
     return;
-  c->busy_until = s->now + PEER_BUSY_RETRY_MS / 1000.0;
-  sim_ev_push(s, c->busy_until, EV_FILL, c->client, 0, 0);
-  sim_node_fill(s, c->client); /* the chunk may be asked elsewhere */
+  for (uint32_t k = 0; k < c->sq_len; k++) {
+    if (c->sq[k] != g)
+      continue;
+    memmove(c->sq + k, c->sq + k + 1, (c->sq_len - k - 1u) * sizeof(uint32_t));
+    c->sq_len--;
+    return;
+  }
+  for (uint32_t i = 0; i < c->nups; i++) {
+    if (s->flows[c->ups[i]].chunk == g) {
+      sim_download_fail(s, c->ups[i], SIM_FAIL_CANCELED);
+      return;
+    }
+  }
+}
+
+void sim_on_reject(sim_t *s, uint32_t cid, uint32_t g, bool busy) {
+  sim_conn_t *c = &s->conns[cid];
+  if (!c->up || !sim_req_drop(s, cid, g, false))
+    return;
+  if (busy) {
+    double until = s->now + PEER_BUSY_RETRY_MS / 1000.0;
+    if (c->busy_until < until)
+      c->busy_until = until;
+  } else {
+    sim_view_hide(s, c, g); /* not from this neighbour for now */
+  }
+  sim_node_fill(s, c->client); /* other holders may take it */
+}
+
+/* Removes flow f from c's uploads; the server's slot is free. */
+static void ups_remove(sim_t *s, sim_conn_t *c, uint32_t f) {
+  for (uint32_t i = 0; i < c->nups; i++) {
+    if (c->ups[i] != f)
+      continue;
+    c->ups[i] = c->ups[--c->nups];
+    s->nodes[c->server].uploads--;
+    return;
+  }
 }
 
 void sim_on_upload_end(sim_t *s, uint32_t flow) {
-  sim_flow_t f = s->flows[flow];
-  sim_flow_end(s, flow);
-  sim_conn_t *c = &s->conns[f.conn];
-  c->nups--;
-  c->nheld -= f.live_of == SIM_NONE;
-  s->nodes[c->server].uploads--;
-  s->peer_bytes += (uint64_t)f.size;
-  sim_ev_push(s, s->now + half_rtt(s), EV_CHUNK, f.conn, f.chunk, 0);
-  queue_run(s, f.conn);
+  sim_flow_t *f = &s->flows[flow];
+  uint32_t cid = f->conn;
+  sim_conn_t *c = &s->conns[cid];
+  ups_remove(s, c, flow);
+  c->useful_s = s->conns[c->rev].useful_s = s->now;
+  s->served++;
+  s->served_live += f->was_live;
+  s->nodes[f->src].tx_bytes += f->size;
+  s->nodes[f->dst].rx_bytes += f->size;
+  sim_flow_sent(s, flow);
+  /* Its last byte, never before its header (one connection's order). */
+  double at = s->now + sim_half_rtt(s);
+  sim_ev_push(s, at > f->header_at ? at : f->header_at, EV_CHUNK, flow,
+              f->serial, 0);
+  queue_run(s, cid);
 }
 
-void sim_on_chunk(sim_t *s, uint32_t cid, uint32_t g) {
+/* ---- the client side ----------------------------------------------------- */
+
+void sim_on_header(sim_t *s, uint32_t cid, uint32_t g, uint32_t flow,
+                   uint32_t serial) {
+  sim_conn_t *c = &s->conns[cid];
+  sim_flow_t *f = &s->flows[flow];
+  if (!c->up || !f->alive || f->serial != serial)
+    return; /* gone meanwhile (canceled at the sender, closed) */
+  sim_node_t *n = &s->nodes[c->client];
+  if (req_index(c, g) < 0) {
+    s->discarded++; /* canceled, timed out: our CANCEL ends it there */
+    f->discard = true;
+    return;
+  }
+  if (n->rx_busy[g] || n->state[g] == SIM_DONE) {
+    /* Another sender's bytes won: these are read and dropped (no CANCEL
+     * is sent for it, neighbor_conn.c). */
+    s->discarded++;
+    f->discard = true;
+    (void)sim_req_drop(s, cid, g, false);
+    return;
+  }
+  n->rx_busy[g] = 1; /* keeps it INFLIGHT without the request */
+  n->in_flow[g] = flow;
+  f->accepted = true;
+  f->rx_start = f->rx_first = s->now;
+  n->last_rx_s = s->now;
+  (void)sim_req_drop(s, cid, g, false);
+  req_cancel_others(s, c->client, g, cid);
+  if (s->cfg.pol.forward) /* served on as it arrives */
+    sim_ev_push(s, s->now + sim_half_rtt(s), EV_HAVE, c->client, g, 1);
+}
+
+/* Whether node serves chunk g to someone as it arrives. */
+static bool serving_live(const sim_t *s, uint32_t node, uint32_t g) {
+  const sim_node_t *n = &s->nodes[node];
+  for (uint32_t k = 0; k < n->nconn; k++) {
+    const sim_conn_t *r = &s->conns[s->conns[n->conns[k]].rev];
+    for (uint32_t i = 0; i < r->nups; i++)
+      if (s->flows[r->ups[i]].chunk == g)
+        return true;
+  }
+  return false;
+}
+
+void sim_on_chunk(sim_t *s, uint32_t flow, uint32_t serial) {
+  sim_flow_t *f = &s->flows[flow];
+  if (!f->alive || f->serial != serial)
+    return;
+  uint32_t cid = f->conn, g = f->chunk, from = f->src;
   sim_conn_t *c = &s->conns[cid];
   sim_node_t *n = &s->nodes[c->client];
-  c->active_s = s->now;
+  s->peer_bytes += (uint64_t)f->size;
+  if (!f->accepted || f->discard || n->in_flow[g] != flow) {
+    s->dup_bytes += (uint64_t)f->size;
+    sim_flow_end(s, flow);
+    return;
+  }
   n->rx_busy[g] = 0;
+  n->in_flow[g] = SIM_NONE;
   n->last_rx_s = s->now;
-  req_drop(s, c, g);
-  if (n->state[g] == SIM_DONE)
-    s->dup_bytes += s->chunk_len[g];
-  else
-    sim_node_got(s, c->client, g);
-  sim_node_fill(s, c->client);
+  c->misses = 0; /* it delivered (peer_rx_sample) */
+  if (!f->late) {
+    /* Its rate joins the typical one (weight 1/PEER_CHUNK_RATE_EWMA). */
+    double el = s->now - f->rx_start;
+    double bps = f->size / (el > 1e-6 ? el : 1e-6);
+    n->rx_Bps = n->rx_Bps == 0 ? bps
+                               : n->rx_Bps - n->rx_Bps / PEER_CHUNK_RATE_EWMA +
+                                     bps / PEER_CHUNK_RATE_EWMA;
+  }
+  uint32_t client = c->client;
+  sim_flow_end(s, flow);
+  /* May dial (a node done announces as a seed): c may move. */
+  sim_node_got(s, client, g, from);
+  sim_node_fill_conn(s, cid); /* the payload ended */
+  sim_node_fill(s, client);   /* the download was reported */
 }
 
-void sim_node_got(sim_t *s, uint32_t node, uint32_t g) {
+void sim_download_fail(sim_t *s, uint32_t flow, sim_fail_t why) {
+  sim_flow_t *f = &s->flows[flow];
+  if (!f->alive)
+    return;
+  uint32_t cid = f->conn, g = f->chunk, client = f->dst;
+  sim_conn_t *c = &s->conns[cid];
+  sim_node_t *n = &s->nodes[client];
+  double done = sim_flow_done_bytes(s, f);
+  s->wasted_bytes += done;
+  n->rx_bytes += done;
+  s->nodes[f->src].tx_bytes += done;
+  ups_remove(s, c, flow);
+  bool mine = f->accepted && !f->discard && n->in_flow[g] == flow;
+  sim_flow_end(s, flow);
+  if (!mine) {
+    if (why == SIM_FAIL_SOURCE && !f->accepted)
+      reject(s, cid, g, false); /* before its header: a REJECT not held */
+  } else {
+    n->rx_busy[g] = 0;
+    n->in_flow[g] = SIM_NONE;
+    chunk_release(n, g);
+    if (why == SIM_FAIL_SOURCE)
+      sim_view_hide(s, c, g); /* the REJECT of a chunk in pieces */
+    /* Uploads of it as it arrived here fail too (up_live_limit). */
+    for (uint32_t k = 0; k < n->nconn; k++) {
+      sim_conn_t *r = &s->conns[s->conns[n->conns[k]].rev];
+      for (uint32_t i = 0; i < r->nups; i++) {
+        uint32_t up = r->ups[i];
+        if (s->flows[up].chunk == g) {
+          sim_download_fail(s, up, SIM_FAIL_SOURCE);
+          break;
+        }
+      }
+    }
+  }
+  if (c->up)
+    queue_run(s, cid);
+  if (mine && why == SIM_FAIL_SOURCE)
+    sim_node_fill(s, client);
+}
+
+void sim_node_got(sim_t *s, uint32_t node, uint32_t g, uint32_t from) {
   sim_node_t *n = &s->nodes[node];
   if (n->state[g] == SIM_MISSING)
     n->nmissing--;
   n->state[g] = SIM_DONE;
   sim_bit_set(n->have, g);
   n->nhave++;
+  for (uint32_t i = 0; i < n->nleases; i++)
+    if (n->leases[i] == g) {
+      n->leases[i] = n->leases[--n->nleases];
+      break;
+    }
+  req_cancel_others(s, node, g, SIM_NONE);
+  if (serving_live(s, node, g))
+    sim_rates_dirty(s); /* what it serves as it arrived may all go now */
+  sim_ev_push(s, s->now + sim_half_rtt(s), EV_HAVE, node, g, 0);
+  sim_ev_push(s, s->now + sim_half_rtt(s), EV_TRK_HAVE, node, g,
+              from == SIM_NONE ? 0 : from + 1u);
   if (n->nhave == s->chunks) {
     n->done = true;
     n->done_s = s->now;
     s->done_nodes++;
+    sim_trk_announce(s, node, false); /* completed: a seed now */
   }
-  req_cancel_others(s, node, g, SIM_NONE);
-  sim_ev_push(s, s->now + half_rtt(s), EV_HAVE, node, g, 0);
-  sim_ev_push(s, s->now + half_rtt(s), EV_TRK_HAVE, node, g, 0);
 }

@@ -2,8 +2,12 @@
  *
  * The tracker is the real one: trk_tracker_t from tracker/ (the daemon's
  * static library), called as trk_server_msg.c calls it, with the announce
- * built by trk_announce_from_wire from the wire form p2pd sends. Its
- * replies (peers to dial, leases, streams) drive each node.
+ * built by trk_announce_from_wire from the wire form p2pd sends: a HAVE
+ * names the neighbour that sent the chunk ("f", trk_tracker_served before
+ * trk_tracker_have, as on_have does), and after each sweep the leases of
+ * swarms whose claims stopped counting are pushed (trk_tracker_regrant,
+ * as trk_server_push_leases). Its replies (peers to dial, leases,
+ * streams, the next interval) drive each node.
  *
  * The S3 side re-states the origin gate (peer_picker_origin_next,
  * picker.c) and origin.c's spare: a node fetches its leased chunks that no
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "sim.h"
+#include "swarm/tracker_link.h"
 #include "trk_wire.h"
 
 static uint64_t now_ms(const sim_t *s) {
@@ -66,15 +71,15 @@ static uint32_t stuck_list(sim_t *s, uint32_t node, uint32_t *out) {
   return k;
 }
 
-void sim_trk_announce(sim_t *s, uint32_t node, bool join) {
+uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
   sim_node_t *n = &s->nodes[node];
   uint32_t stuck[PEER_STALL_REPORT_MAX];
   ws_announce_t a;
   memset(&a, 0, sizeof(a));
   memcpy(a.digest, s->digest.b, sizeof(a.digest));
   a.total_chunks = join || n->joined ? s->chunks : 0;
-  a.event = WS_ANN_UPDATE;
-  a.role = WS_SWARM_LEECH;
+  a.event = n->done ? WS_ANN_COMPLETED : WS_ANN_UPDATE;
+  a.role = n->done ? WS_SWARM_SEED : WS_SWARM_LEECH;
   a.want = !n->done;
   a.stuck = stuck;
   a.n_stuck = stuck_list(s, node, stuck);
@@ -82,20 +87,53 @@ void sim_trk_announce(sim_t *s, uint32_t node, bool join) {
   trk_reply_t r;
   trk_announce_from_wire(&a, &ta);
   if (trk_tracker_announce(s->trk, n->tid, &ta, now_ms(s), &r) != 0)
-    return; /* refused (rate limit): the next one */
+    return 0; /* refused (rate limit): the next one */
   if (join)
     n->joined = true;
-  for (uint32_t i = 0; i < r.npeers; i++)
+  /* swarm_on_peers: dial while the dial share and the slots allow. */
+  for (uint32_t i = 0; i < r.npeers && sim_room_dial(s, node); i++)
     sim_node_dial(s, node, node_of(r.peers[i]));
-  if (n->joined)
+  if (n->joined && !n->done)
     apply_leases(s, node, &r);
+  uint32_t iv = r.interval_ms;
+  if (iv < PEER_TRACKER_LINK_INTERVAL_MIN_MS)
+    iv = PEER_TRACKER_LINK_INTERVAL_MIN_MS;
+  if (iv > PEER_TRACKER_LINK_INTERVAL_MAX_MS)
+    iv = PEER_TRACKER_LINK_INTERVAL_MAX_MS;
+  return iv;
 }
 
-void sim_trk_have(sim_t *s, uint32_t node, uint32_t chunk) {
+void sim_trk_have(sim_t *s, uint32_t node, uint32_t chunk, uint32_t from) {
   trk_reply_t r;
-  if (trk_tracker_have(s->trk, s->nodes[node].tid, &s->digest, &chunk, 1,
-                       now_ms(s), &r) == 0)
-    apply_leases(s, node, &r);
+  sim_node_t *n = &s->nodes[node];
+  if (from != SIM_NONE) {
+    /* "f": the neighbour that sent it served it (before the have). */
+    char id[24];
+    snprintf(id, sizeof(id), "n%u", from);
+    s->confirms +=
+        trk_tracker_served(s->trk, n->tid, &s->digest, id, now_ms(s)) == 1;
+  }
+  if (trk_tracker_have(s->trk, n->tid, &s->digest, &chunk, 1, now_ms(s), &r) ==
+          0 &&
+      r.ngranted > 0 && !n->done)
+    apply_leases(s, node, &r); /* on_have replies only when it granted */
+}
+
+void sim_trk_tick(sim_t *s) {
+  uint64_t now = now_ms(s);
+  (void)trk_tracker_tick(s->trk, now);
+  if (!trk_tracker_regrant_pending(s->trk, 0))
+    return;
+  for (uint32_t i = 0; i < s->n; i++) {
+    ws_hash_t d;
+    trk_reply_t r;
+    if (trk_tracker_regrant(s->trk, s->nodes[i].tid, 0, now, &d, &r) > 0 &&
+        s->nodes[i].joined && !s->nodes[i].done) {
+      s->regrants++;
+      apply_leases(s, i, &r);
+    }
+  }
+  (void)trk_tracker_regrant_pending(s->trk, 1);
 }
 
 void sim_trk_renew(sim_t *s, uint32_t node) {
@@ -144,7 +182,8 @@ void sim_origin_kick(sim_t *s, uint32_t node) {
       return;
     n->state[g] = SIM_INFLIGHT;
     n->nmissing--;
-    n->fetch[n->nfetch++] = (sim_fetch_t){g, SIM_NONE, s->now};
+    n->in_flow[g] = SIM_PENDING;
+    n->fetch[n->nfetch++] = (sim_fetch_t){g, SIM_NONE};
     s->origin_gets++;
     s->fetches_of[g]++;
     sim_ev_push(s, s->now + s->cfg.rtt_s / 2, EV_HAVE, node, g, 1);
@@ -156,9 +195,8 @@ void sim_on_origin_body(sim_t *s, uint32_t node, uint32_t g) {
   sim_node_t *n = &s->nodes[node];
   n->lead_s =
       n->lead_s == 0 ? s->cfg.ttfb_s : (3 * n->lead_s + s->cfg.ttfb_s) / 4;
-  uint32_t f =
-      sim_flow_start(s, s->n, node, SIM_FLOW_ORIGIN, g, SIM_NONE, SIM_NONE);
-  n->origin_flow[g] = f;
+  uint32_t f = sim_flow_start(s, s->n, node, SIM_FLOW_ORIGIN, g, SIM_NONE);
+  n->in_flow[g] = f;
   n->last_rx_s = s->now;
   for (uint32_t i = 0; i < n->nfetch; i++)
     if (n->fetch[i].chunk == g)
@@ -169,8 +207,11 @@ void sim_on_origin_end(sim_t *s, uint32_t flow) {
   sim_flow_t f = s->flows[flow];
   sim_flow_end(s, flow);
   sim_node_t *n = &s->nodes[f.dst];
-  n->origin_flow[f.chunk] = SIM_NONE;
+  n->in_flow[f.chunk] = SIM_NONE;
   n->s3_bytes += (uint64_t)f.size;
+  n->rx_bytes += f.size;
+  if (s->s3_bytes + (uint64_t)f.size >= s->total_bytes && s->origin_done_s == 0)
+    s->origin_done_s = s->now;
   n->last_rx_s = s->now;
   s->s3_bytes += (uint64_t)f.size;
   for (uint32_t i = 0; i < n->nfetch; i++)
@@ -178,6 +219,6 @@ void sim_on_origin_end(sim_t *s, uint32_t flow) {
       n->fetch[i] = n->fetch[--n->nfetch];
       break;
     }
-  sim_node_got(s, f.dst, f.chunk);
+  sim_node_got(s, f.dst, f.chunk, SIM_NONE);
   sim_origin_kick(s, f.dst);
 }
