@@ -236,11 +236,13 @@ def run(a):
             trk.stop()
         shutil.rmtree(work, ignore_errors=True)
     # The fetcher's reference, one thread each, over the same size.
+    r0 = machine_ticks()
     ref_sha = sha256_cpu_s_per_gib(F)
     ref_read = socket_read_cpu_s_per_gib(F)
     ref_write = pc_cpu * GiB / pc_bytes
     ref = ref_sha + ref_read + ref_write
     aes = aes_gcm_cpu_s_per_gib(F)
+    machine_ref = machine_share(r0, machine_ticks())
     disk = disk_bytes_s(tempfile.gettempdir())
     tcp = iperf3_bytes_s()
     sha1 = sha256_bytes_s_one_core()
@@ -278,6 +280,7 @@ def run(a):
            "aes256gcm_cpu_s_per_gib": round(aes, 3) if aes is not None else None,
            "seed_target_met": seed_gib <= 0.3, "fetch_target_met": fetch_gib <= 1.3 * ref,
            "p2pd_args": extra, "build": bdir, "machine_cpu": machine,
+           "machine_cpu_ref": machine_ref,
            "peak_rss_seed_mib": round(rss_seed, 1),
            "peak_rss_fetch_mib": round(rss_fetch, 1), "verified": ok}
     if a.json:
@@ -300,5 +303,7 @@ def run(a):
               f"{fetch_cpu[1]:.2f} s) = {res['fetch_to_ref']} x reference {ref:.3f} (SHA-256 "
               f"{ref_sha:.3f} + socket read {ref_read:.3f} + page-cache write {ref_write:.3f}; "
               f"target <= 1.3: {'met' if res['fetch_target_met'] else 'not met'}); one "
-              f"AES-256-GCM pass {aes_s} CPU-s/GiB; machine busy {machine['busy']:.0%}, "
-              f"stolen {machine['steal']:.1%}")
+              f"AES-256-GCM pass {aes_s} CPU-s/GiB; machine during the transfer: busy "
+              f"{machine['busy']:.0%} (niced {machine['nice']:.0%}), stolen "
+              f"{machine['steal']:.1%}; during the reference: busy {machine_ref['busy']:.0%} "
+              f"(niced {machine_ref['nice']:.0%}), stolen {machine_ref['steal']:.1%}")

@@ -311,15 +311,19 @@ def cpu_split_s(pid):
 
 
 def machine_ticks():
-    """(busy, steal, total) jiffies of the whole machine so far, from
-    /proc/stat: busy is every CPU state but idle, iowait and steal."""
+    """(busy, steal, total, nice) jiffies of the whole machine so far, from
+    /proc/stat: busy is every CPU state but idle, iowait and steal; nice is
+    the part of busy spent in processes at a positive nice value (work that
+    yields to the benchmark but still shares the cores and their caches)."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + v[4]
-    return sum(v) - idle - v[7], v[7], sum(v)
+    return sum(v) - idle - v[7], v[7], sum(v), v[1]
 
 
 def machine_share(t0, t1):
-    """The machine's busy and stolen CPU share between two machine_ticks()."""
+    """The machine's busy, stolen and niced CPU share between two
+    machine_ticks()."""
     span = max(1, t1[2] - t0[2])
-    return {"busy": round((t1[0] - t0[0]) / span, 3), "steal": round((t1[1] - t0[1]) / span, 3)}
+    return {"busy": round((t1[0] - t0[0]) / span, 3), "steal": round((t1[1] - t0[1]) / span, 3),
+            "nice": round((t1[3] - t0[3]) / span, 3)}
