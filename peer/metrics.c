@@ -100,6 +100,10 @@ static const struct {
      "counter", offsetof(peer_counters_t, peer_rx_bytes)},
     {"weightswarm_p2pd_peer_tx_bytes_total", "Chunk bytes sent to peers.",
      "counter", offsetof(peer_counters_t, peer_tx_bytes)},
+    {"weightswarm_p2pd_peer_tx_sendfile_bytes_total",
+     "Of the chunk bytes sent to peers, those sent with sendfile (clear "
+     "payloads, no copy through user memory).",
+     "counter", offsetof(peer_counters_t, peer_tx_sendfile_bytes)},
     {"weightswarm_p2pd_peers_banned_total",
      "Peers banned (a chunk they sent failed its hash, or a manifest they "
      "sent was not the release).",

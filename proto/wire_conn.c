@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -100,6 +101,9 @@ static void conn_free(wire_conn_t *c) {
   ws_payload_aead_free(c->tx_aead);
   ws_payload_aead_free(c->rx_aead);
   sodium_memzero(c->cfg.key, sizeof(c->cfg.key));
+  if (c->wfd >= 0)
+    close(c->wfd); /* after the file queue's job and wpoll are done */
+  free(c->scr);
   free(c);
 }
 
@@ -107,16 +111,19 @@ static void conn_free(wire_conn_t *c) {
 static void conn_maybe_free(wire_conn_t *c) {
   if (c->pending_closes > 0 || c->gai_pending)
     return;
+  wire_file_cancel_all(c); /* done callbacks come before on_close */
   if (!c->silent)
     c->cbs.on_close(c, c->status);
   conn_free(c);
 }
 
-static void conn_on_handle_closed(uv_handle_t *h) {
-  wire_conn_t *c = h->data;
-
+void wire_conn_closed_one(wire_conn_t *c) {
   c->pending_closes--;
   conn_maybe_free(c);
+}
+
+static void conn_on_handle_closed(uv_handle_t *h) {
+  wire_conn_closed_one(h->data);
 }
 
 void wire_conn_close(wire_conn_t *c, int status) {
@@ -134,7 +141,7 @@ void wire_conn_close(wire_conn_t *c, int status) {
   uv_close((uv_handle_t *)&c->tcp, conn_on_handle_closed);
   uv_close((uv_handle_t *)&c->timer, conn_on_handle_closed);
   uv_close((uv_handle_t *)&c->kick, conn_on_handle_closed);
-  c->pending_closes = 3;
+  c->pending_closes = 3 + (int)wire_file_close(c);
 }
 
 /* Creation failed after the handles exist: close them, free without any
@@ -201,6 +208,7 @@ static int conn_new(uv_loop_t *loop, const wire_conn_cfg_t *cfg,
   c = calloc(1, sizeof(*c));
   if (c == NULL)
     return -ENOMEM;
+  c->wfd = -1;
   wire_io_conn_added(); /* the read buffer comes with the first read */
   /* Pre-auth limits: small bodies, no payload at all. */
   c->rd = ws_frame_reader_new(WS_MAX_BODY_PREAUTH, 0);
@@ -477,4 +485,12 @@ uint64_t wire_conn_id(const wire_conn_t *c) {
 
 uint64_t wire_conn_payload_left(const wire_conn_t *c) {
   return c->payload_left;
+}
+
+bool wire_conn_payload_clear(const wire_conn_t *c) {
+  return c->state == WC_OPEN && !c->sess.sealed;
+}
+
+uint64_t wire_conn_file_bytes(const wire_conn_t *c) {
+  return c->file_bytes;
 }

@@ -46,7 +46,7 @@
 /* Queued-but-unwritten bytes; one BITFIELD of 4 Mi chunks is 512 KiB. */
 #define WIRE_SENDQ_MAX_BYTES (2u * 1024u * 1024u)
 #define WIRE_SENDQ_LOW_BYTES (512u * 1024u) /* on_drain at or below this */
-#define WIRE_READ_BUF_BYTES (64u * 1024u)   /* held while input waits */
+#define WIRE_READ_BUF_BYTES (256u * 1024u)  /* held while input waits */
 /* Unsent bytes the kernel may hold per socket (TCP_NOTSENT_LOWAT). */
 #define WIRE_NOTSENT_LOWAT_BYTES (128 * 1024)
 
@@ -94,6 +94,7 @@ typedef struct {
   uint64_t frames_in;  /* complete frames received, handshake included */
   uint64_t frames_out; /* frames queued, handshake included */
   size_t sendq_bytes;  /* queued (held back or in uv_write), not written */
+  uint64_t send_waits; /* the file queue found the socket full and waited */
 } wire_conn_stats_t;
 
 /* Handshake done (both AUTHs checked); peer borrowed for the call (also
@@ -174,8 +175,29 @@ int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,
 int wire_conn_send_raw_inplace(wire_conn_t *c, void *buf, size_t len,
                                wire_conn_raw_cb done, void *arg) WS_MUST_USE;
 
+/* Queues the next len bytes of the open payload from fd, starting at file
+ * offset off. The writes run on a libuv worker (wire_conn_file.c): reading
+ * a file may wait for the disk, the loop thread must not. A clear payload
+ * goes with sendfile(2), from the page cache to the socket with no copy
+ * through user memory; a sealed one is read, encrypted and sent by the
+ * worker. fd is borrowed until done(c, arg, status) runs (never from
+ * inside this call); a file that ends before the range closes the
+ * connection with WS_ETRUNCATED. Every write queued after a file piece goes
+ * out after it. The same errors as wire_conn_send_raw; a libuv error or
+ * -ENOMEM when the worker's descriptor or buffer cannot be set up (the
+ * connection then closes: the payload cannot go on). sendfile raises
+ * SIGPIPE on a reset connection: the process must ignore SIGPIPE. */
+int wire_conn_send_file(wire_conn_t *c, int fd, uint64_t off, size_t len,
+                        wire_conn_raw_cb done, void *arg) WS_MUST_USE;
+
 /* Bytes still owed to the open payload (0 when none is open). */
 uint64_t wire_conn_payload_left(const wire_conn_t *c);
+/* 1 when the connection is open and its payloads go in clear (the other
+ * side or this one offered protocol version 1): wire_conn_send_file uses
+ * sendfile. */
+bool wire_conn_payload_clear(const wire_conn_t *c);
+/* Clear payload bytes the socket took with sendfile (file pieces). */
+uint64_t wire_conn_file_bytes(const wire_conn_t *c);
 
 /* Read back-pressure: stop/restart delivering frames and payload. Pausing
  * inside on_frame/on_payload takes effect after that call returns; input

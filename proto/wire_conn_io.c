@@ -25,12 +25,17 @@
  *
  * Sending: every item is handed to uv_write at once (libuv keeps them in
  * order) except frames sent while an outbound payload is open: those are
- * sealed in call order and held until the payload's last byte is queued.
+ * sealed in call order and held until the payload's last byte is queued;
+ * and except while the file queue holds items (wire_conn_file.c: from a
+ * payload piece sent from a file until the queue is empty again, every
+ * write goes through it, on a worker, in order).
  *
  * Sealed payloads (both HELLOs v >= 2, docs/protocol.md section 4): each
- * piece the caller gives is encrypted into a buffer of its own (the
- * caller's buffer may be going to several neighbours at once), and the tag
- * rides after the last piece. Inbound pieces are decrypted in place in
+ * piece the caller gives is encrypted when it is written, in stream order
+ * (wire_item_seal): into a buffer of its own (the caller's buffer may be
+ * going to several neighbours at once), or in place when the caller allows
+ * it; the tag rides after the last piece, in the same write. Inbound
+ * pieces are decrypted in place in
  * rbuf before on_payload sees them, and the payload's last call (len 0,
  * last set) comes only once its tag has checked; a tag that fails closes
  * the connection with WS_EAUTH, so nothing altered on the path is ever
@@ -61,27 +66,23 @@ static void item_free(wire_item_t *it) {
 
 static void io_check_goodbye_done(wire_conn_t *c) {
   if (c->state == WC_GOODBYE && c->bye_queued && c->writes_inflight == 0 &&
-      c->held_head == NULL && c->payload_left == 0)
+      c->held_head == NULL && c->payload_left == 0 && c->fq_head == NULL &&
+      !c->fq_job)
     wire_conn_close(c, 0);
 }
 
-static void io_on_write(uv_write_t *req, int status) {
-  wire_item_t *it = req->data;
-  wire_conn_t *c = it->c;
-
-  c->writes_inflight--;
+void wire_io_item_written(wire_conn_t *c, wire_item_t *it, int status) {
   c->st.sendq_bytes -= it->len;
   if (status == 0) {
     c->st.bytes_out += it->len;
     c->last_io_ms = uv_now(c->loop);
   }
-  if (it->raw != NULL)
+  if (it->raw != NULL || it->file)
     it->done(c, it->arg, status); /* may close c; c stays allocated */
   item_free(it);
-  if (status < 0) {
-    wire_conn_close(c, status);
-    return;
-  }
+}
+
+void wire_io_after_writes(wire_conn_t *c) {
   if (c->state == WC_OPEN && c->drain_wanted &&
       c->st.sendq_bytes <= c->cfg.sendq_low_bytes) {
     c->drain_wanted = false;
@@ -91,18 +92,43 @@ static void io_on_write(uv_write_t *req, int status) {
   io_check_goodbye_done(c);
 }
 
-/* Hands it to uv_write. On failure it is freed (frames) or left to the
- * caller (raw) and the error returned. */
+static void io_on_write(uv_write_t *req, int status) {
+  wire_item_t *it = req->data;
+  wire_conn_t *c = it->c;
+
+  c->writes_inflight--;
+  wire_io_item_written(c, it, status);
+  if (status < 0) {
+    wire_conn_close(c, status);
+    return;
+  }
+  wire_file_kick(c); /* a file piece may wait for libuv's queue to empty */
+  wire_io_after_writes(c);
+}
+
+/* Hands it to uv_write, or to the file queue while that holds items (it
+ * must not overtake them). The cipher steps it owes are done here, in
+ * stream order; a piece and the tag after it go in one write. On failure
+ * it is freed (frames) or left to the caller (raw) and the error
+ * returned. */
 static int io_write(wire_conn_t *c, wire_item_t *it) {
-  uv_buf_t b;
+  uv_buf_t b[2];
+  unsigned nb = 1;
   int rc;
 
-  b = uv_buf_init(it->sealed != NULL ? (char *)it->sealed
-                  : it->raw != NULL  ? (char *)(uintptr_t)it->raw
-                                     : (char *)it->pb.data,
-                  (unsigned)it->len);
-  it->req.data = it;
-  rc = uv_write(&it->req, (uv_stream_t *)&c->tcp, &b, 1, io_on_write);
+  if (wire_file_queue_busy(c)) {
+    wire_file_enqueue(c, it);
+    return 0;
+  }
+  rc = wire_item_seal(c, it);
+  if (rc == 0) {
+    b[0] =
+        uv_buf_init((char *)(uintptr_t)wire_item_bytes(it), (unsigned)it->dlen);
+    if (it->len > it->dlen)
+      b[nb++] = uv_buf_init((char *)it->tag, WS_PAYLOAD_TAG_LEN);
+    it->req.data = it;
+    rc = uv_write(&it->req, (uv_stream_t *)&c->tcp, b, nb, io_on_write);
+  }
   if (rc < 0) {
     c->st.sendq_bytes -= it->len;
     if (it->raw == NULL)
@@ -115,7 +141,7 @@ static int io_write(wire_conn_t *c, wire_item_t *it) {
 
 /* Queues a complete frame item: now, or behind the open payload. */
 static int io_enqueue_frame(wire_conn_t *c, wire_item_t *it) {
-  it->len = it->pb.len;
+  it->len = it->dlen = it->pb.len;
   c->st.sendq_bytes += it->len;
   c->st.frames_out++;
   if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
@@ -239,8 +265,10 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   rc = ws_frame_seal(&c->sess, &it->pb, 0);
   if (rc == 0 && sealed)
     rc = io_aead(c, true);
-  if (rc == 0 && sealed)
-    rc = ws_payload_aead_begin(c->tx_aead, seq, it->pb.data);
+  /* The payload's cipher starts when this frame is written (in stream
+   * order: the file queue's worker may still be sealing the last one). */
+  it->aead_begin = sealed;
+  it->aead_seq = seq;
   if (rc < 0) {
     item_free(it);
     if (sealed)
@@ -259,50 +287,9 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
   return 0;
 }
 
-/* Encrypts the piece of it: into it->sealed (a copy: the caller's buffer may be
- * going to other connections too), or in place when the caller allowed it.
- * After the payload's last piece the tag follows: in the copy, or in
- * *tag_out (an item of its own). */
-static int io_seal_piece(wire_conn_t *c, wire_item_t *it, uint8_t *inplace,
-                         wire_item_t **tag_out) {
-  bool last = it->len == c->payload_left;
-  size_t n = it->len + (last && inplace == NULL ? WS_PAYLOAD_TAG_LEN : 0);
-  uint8_t *out = inplace;
-  int rc;
-
-  *tag_out = NULL;
-  if (out == NULL) {
-    out = it->sealed = malloc(n);
-    if (out == NULL)
-      return -ENOMEM;
-  }
-  rc = ws_payload_aead_update(c->tx_aead, it->raw, out, it->len);
-  if (rc == 0 && last) {
-    uint8_t tag[WS_PAYLOAD_TAG_LEN];
-    rc = ws_payload_aead_final(c->tx_aead, tag);
-    if (rc == 0 && inplace == NULL) {
-      memcpy(out + it->len, tag, sizeof(tag));
-    } else if (rc == 0) {
-      wire_item_t *t = io_item_new(c);
-      rc = t == NULL ? -ENOMEM : ws_pbuf_append(&t->pb, tag, sizeof(tag));
-      if (rc < 0 && t != NULL)
-        item_free(t);
-      else
-        *tag_out = t;
-    }
-  }
-  if (rc < 0) {
-    free(it->sealed);
-    it->sealed = NULL;
-    return rc;
-  }
-  it->len = n;
-  return 0;
-}
-
 static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
                        size_t len, wire_conn_raw_cb done, void *arg) {
-  wire_item_t *it, *tag = NULL;
+  wire_item_t *it;
   int rc;
 
   if (c->state != WC_OPEN && c->state != WC_GOODBYE)
@@ -315,16 +302,14 @@ static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
     return -ENOMEM;
   it->c = c;
   it->raw = buf;
-  it->len = len;
+  it->dlen = it->len = len;
   it->done = done;
   it->arg = arg;
   if (c->sess.sealed) { /* a payload is open (len <= payload_left) */
-    rc = io_seal_piece(c, it, inplace, &tag);
-    if (rc < 0) {
-      free(it);
-      wire_conn_close(c, rc);
-      return rc;
-    }
+    it->seal = true;
+    it->inplace = inplace; /* else a copy: buf may go to others too */
+    it->last = len == c->payload_left;
+    it->len += it->last ? WS_PAYLOAD_TAG_LEN : 0;
   }
   c->st.sendq_bytes += it->len;
   if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
@@ -333,27 +318,20 @@ static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
   if (rc < 0) {
     free(it->sealed);
     free(it); /* the buffer stays the caller's; no done callback */
-    if (tag != NULL)
-      item_free(tag);
     wire_conn_close(c, rc);
     return rc;
   }
   c->payload_left -= len;
-  if (c->payload_left == 0) {
-    if (tag != NULL) {
-      tag->len = tag->pb.len;
-      c->st.sendq_bytes += tag->len;
-      rc = io_write(c, tag); /* frees tag on failure */
-      if (rc < 0) {
-        wire_conn_close(c, rc); /* this piece is queued: done still runs */
-        return 0;
-      }
-    }
-    rc = io_flush_held(c);
-    if (rc < 0)
-      wire_conn_close(c, rc); /* this piece is queued: done still runs */
-  }
+  if (c->payload_left == 0)
+    wire_io_payload_done(c);
   return 0;
+}
+
+void wire_io_payload_done(wire_conn_t *c) {
+  int rc = io_flush_held(c);
+
+  if (rc < 0)
+    wire_conn_close(c, rc); /* the last piece is queued: done still runs */
 }
 
 int wire_conn_send_raw(wire_conn_t *c, const void *buf, size_t len,

@@ -10,18 +10,43 @@ cores p2pd can use, and the rate at which plain writes fill new page-cache
 memory (what the fetcher must do with every byte at least). Prints the
 ratio to min(iperf3, SHA-256 x cores) and to the others, and the peak RSS
 of both daemons.
+
+Cost per byte: the CPU seconds (user + system, every thread, from
+/proc/PID/stat) the seed and the fetcher each spent over the transfer, per
+GiB moved, and next to them the least a fetcher must spend per GiB,
+measured in the same run on one thread each (CPU time of that thread): one
+SHA-256 pass (hashlib, which is OpenSSL's EVP, in 256 KiB updates, the
+fetcher's buffer size), one copy in (reading a loopback TCP stream into a
+256 KiB buffer: the copy a fetcher cannot avoid is its socket read, so the
+probe is that read, system call included, rather than a bare memcpy; the
+sender's side, which on loopback also runs the receive path in its
+softirq, is not counted) and one page-cache write (pwrite of 256 KiB
+pieces into a new file). The targets (docs/benchmarks.md): seed at most
+0.3 CPU-s/GiB, fetcher at most 1.3 x that reference. One AES-256-GCM pass
+(OpenSSL EVP through the cryptography package, when installed) is
+measured too: a sealed payload costs each side one.
+
+--build-dir runs the binaries of another build (no build step), and
+--p2pd-arg gives both daemons one more option (repeat), e.g.
+--p2pd-arg=--plaintext-payloads.
 """
+import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
 import time
 
 import ws
-from benchlib import BUILD, MiB, build, cpu_s, disk_bytes_s, make_model, peak_rss_kib, sh
+from benchlib import (BUILD, MiB, build, cpu_split_s, disk_bytes_s, machine_share, machine_ticks,
+                      make_model, peak_rss_kib, sh)
+
+GiB = 1 << 30
+PIECE = 256 * 1024  # the fetcher's buffer size (PEER_BUF_BYTES)
 
 
 def iperf3_bytes_s():
@@ -43,15 +68,19 @@ def pagecache_write_bytes_s(dirpath, size, threads):
     fetched release is still cached, so it gets new memory as the fetcher
     did. On a VM whose free memory goes back to the hypervisor, first
     writes into such memory fault in the host and this is far below the
-    memory bandwidth."""
-    buf = os.urandom(256 * 1024)
+    memory bandwidth. Returns (bytes/s, CPU seconds of the writer threads
+    together, bytes written)."""
+    buf = os.urandom(PIECE)
     path = os.path.join(dirpath, "pagecache-probe")
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     n = size // len(buf)
+    cpu = [0.0] * threads
 
     def writer(k):
+        c0 = time.thread_time()
         for i in range(k, n, threads):
             os.pwrite(fd, buf, i * len(buf))
+        cpu[k] = time.thread_time() - c0
 
     try:
         ts = [threading.Thread(target=writer, args=(k,)) for k in range(threads)]
@@ -60,10 +89,90 @@ def pagecache_write_bytes_s(dirpath, size, threads):
             t.start()
         for t in ts:
             t.join()
-        return n * len(buf) / (time.time() - t0)
+        return n * len(buf) / (time.time() - t0), sum(cpu), n * len(buf)
     finally:
         os.close(fd)
         os.unlink(path)
+
+
+def sha256_cpu_s_per_gib(size):
+    """CPU-s/GiB of one SHA-256 pass over size bytes in memory: OpenSSL's
+    EVP (hashlib) in PIECE updates, cycling through a 64 MiB buffer. One
+    pass over the buffer first, unmeasured: the first runs several times
+    slower here (the fetcher's buffers are long-lived)."""
+    mv = memoryview(os.urandom(64 * MiB))
+    h = hashlib.sha256()
+    for off in range(0, len(mv), PIECE):
+        h.update(mv[off:off + PIECE])
+    done = 0
+    c0 = time.thread_time()
+    while done < size:
+        for off in range(0, len(mv), PIECE):
+            h.update(mv[off:off + PIECE])
+        done += len(mv)
+    return (time.thread_time() - c0) * GiB / done
+
+
+def aes_gcm_cpu_s_per_gib(size):
+    """CPU-s/GiB of one AES-256-GCM pass (OpenSSL EVP through the
+    cryptography package) in PIECE updates into a buffer of their own, or
+    None without that package."""
+    try:
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    except ImportError:
+        return None
+    src = memoryview(os.urandom(64 * MiB))
+    out = bytearray(PIECE + 16)
+    enc = Cipher(algorithms.AES(os.urandom(32)), modes.GCM(os.urandom(12))).encryptor()
+    for off in range(0, len(src), PIECE):  # unmeasured, as for SHA-256
+        enc.update_into(src[off:off + PIECE], out)
+    done = 0
+    c0 = time.thread_time()
+    while done < size:
+        for off in range(0, len(src), PIECE):
+            enc.update_into(src[off:off + PIECE], out)
+        done += len(src)
+    cpu = time.thread_time() - c0
+    enc.finalize()
+    return cpu * GiB / done
+
+
+def socket_read_cpu_s_per_gib(size):
+    """CPU-s/GiB of reading size bytes from a loopback TCP connection into
+    one PIECE buffer: the receiving thread's CPU only (a sender thread
+    writes them)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    snd = socket.create_connection(srv.getsockname())
+    rcv, _ = srv.accept()
+    srv.close()
+    chunk = os.urandom(4 * MiB)
+
+    def sender():
+        left = size
+        while left > 0:
+            n = min(left, len(chunk))
+            snd.sendall(chunk[:n] if n < len(chunk) else chunk)
+            left -= n
+        snd.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=sender)
+    buf = bytearray(PIECE)
+    mv = memoryview(buf)
+    got = 0
+    try:
+        t.start()
+        c0 = time.thread_time()
+        while got < size:
+            n = rcv.recv_into(mv)
+            if n == 0:
+                break
+            got += n
+        cpu = time.thread_time() - c0
+        t.join()
+    finally:
+        snd.close()
+        rcv.close()
+    return cpu * GiB / max(1, got)
 
 
 def sha256_bytes_s_one_core():
@@ -74,7 +183,10 @@ def sha256_bytes_s_one_core():
 
 
 def run(a):
-    build()
+    bdir = os.path.abspath(a.build_dir) if a.build_dir else BUILD
+    if not a.build_dir:
+        build()
+    extra = list(a.p2pd_arg)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["AWS_EC2_METADATA_DISABLED"] = "true"  # no S3 in this benchmark
     env["P2P_LOG_LEVEL"] = "warn"
@@ -86,39 +198,51 @@ def run(a):
         F = make_model(src, a.size_mib, "bench-local")
         mpath = os.path.join(work, "manifest.json")
         with open(mpath, "wb") as f:
-            f.write(sh(os.path.join(BUILD, "tools", "p2pctl"), "manifest", "create", src,
+            f.write(sh(os.path.join(bdir, "tools", "p2pctl"), "manifest", "create", src,
                        "--chunk-size", str(a.chunk_mib * MiB), capture_output=True).stdout)
-        digest = sh(os.path.join(BUILD, "tools", "p2pctl"), "manifest", "digest", mpath,
+        digest = sh(os.path.join(bdir, "tools", "p2pctl"), "manifest", "digest", mpath,
                     capture_output=True, text=True).stdout.strip()
         key = ws.write_cluster_key(os.path.join(work, "cluster.key"))
-        trk = ws.Tracker(BUILD, work, key).start()
-        seed = ws.swarm_peer(BUILD, work, env, "seed", trk, key).start()
+        trk = ws.Tracker(bdir, work, key).start()
+        seed = ws.swarm_peer(bdir, work, env, "seed", trk, key, extra=extra).start()
         peers.append(seed)
         r = seed.ctl("seed", src, "--manifest", mpath)
         if r.returncode != 0:
             raise RuntimeError(r.stderr + seed.tail())
-        fetch = ws.swarm_peer(BUILD, work, env, "fetch", trk, key).start()
+        fetch = ws.swarm_peer(bdir, work, env, "fetch", trk, key, extra=extra).start()
         peers.append(fetch)
         # The setup wrote the release three times (generated, hashed, imported
         # into the seed's cache): let that writeback finish so the transfer
         # is not charged for it.
         os.sync()
-        cpu0 = cpu_s(seed.proc.pid) + cpu_s(fetch.proc.pid)
+        s0, f0, m0 = cpu_split_s(seed.proc.pid), cpu_split_s(fetch.proc.pid), machine_ticks()
         t0 = time.time()
         trk.prefetch(digest=digest)
         ws.wait_ready([fetch], digest, timeout=1800)
         t = time.time() - t0
-        cpu = cpu_s(seed.proc.pid) + cpu_s(fetch.proc.pid) - cpu0
+        s1, f1, m1 = cpu_split_s(seed.proc.pid), cpu_split_s(fetch.proc.pid), machine_ticks()
+        seed_cpu = [s1[0] - s0[0], s1[1] - s0[1]]
+        fetch_cpu = [f1[0] - f0[0], f1[1] - f0[1]]
+        machine = machine_share(m0, m1)
         ok, _ = ws.tree_equal(src, os.path.join(fetch.cache, "releases", digest))
         rss_seed = peak_rss_kib(seed.proc.pid) / 1024
         rss_fetch = peak_rss_kib(fetch.proc.pid) / 1024
-        pagecache = pagecache_write_bytes_s(work, F, min(os.cpu_count() or 1, 8))
+        pagecache, pc_cpu, pc_bytes = pagecache_write_bytes_s(work, F,
+                                                              min(os.cpu_count() or 1, 8))
     finally:
         for p in peers:
             p.stop()
         if trk:
             trk.stop()
         shutil.rmtree(work, ignore_errors=True)
+    # The fetcher's reference, one thread each, over the same size.
+    r0 = machine_ticks()
+    ref_sha = sha256_cpu_s_per_gib(F)
+    ref_read = socket_read_cpu_s_per_gib(F)
+    ref_write = pc_cpu * GiB / pc_bytes
+    ref = ref_sha + ref_read + ref_write
+    aes = aes_gcm_cpu_s_per_gib(F)
+    machine_ref = machine_share(r0, machine_ticks())
     disk = disk_bytes_s(tempfile.gettempdir())
     tcp = iperf3_bytes_s()
     sha1 = sha256_bytes_s_one_core()
@@ -129,6 +253,9 @@ def run(a):
     # per byte: the most such a transfer could reach here, before any disk
     # write or read.
     shared = 1 / (1 / tcp + 1 / (sha1 * cores))
+    gib = F / GiB
+    seed_gib = sum(seed_cpu) / gib
+    fetch_gib = sum(fetch_cpu) / gib
     res = {"mode": "local", "bytes": F, "chunk_mib": a.chunk_mib, "t_s": round(t, 3),
            "p2p_mib_s": round(F / MiB / t, 1), "iperf3_mib_s": round(tcp / MiB, 1),
            "sha256_mib_s_per_core": round(sha1 / MiB, 1), "cores": cores,
@@ -139,7 +266,22 @@ def run(a):
            "ratio_to_disk": round(F / t / disk, 3),
            "pagecache_write_mib_s": round(pagecache / MiB, 1),
            "ratio_to_pagecache": round(F / t / pagecache, 3),
-           "cpu_s": round(cpu, 2), "peak_rss_seed_mib": round(rss_seed, 1),
+           "cpu_s": round(sum(seed_cpu) + sum(fetch_cpu), 2),
+           "seed_cpu_s": round(sum(seed_cpu), 3), "fetch_cpu_s": round(sum(fetch_cpu), 3),
+           "seed_user_sys_s": [round(x, 2) for x in seed_cpu],
+           "fetch_user_sys_s": [round(x, 2) for x in fetch_cpu],
+           "seed_cpu_s_per_gib": round(seed_gib, 3),
+           "fetch_cpu_s_per_gib": round(fetch_gib, 3),
+           "ref_sha256_cpu_s_per_gib": round(ref_sha, 3),
+           "ref_socket_read_cpu_s_per_gib": round(ref_read, 3),
+           "ref_pagecache_write_cpu_s_per_gib": round(ref_write, 3),
+           "ref_fetch_cpu_s_per_gib": round(ref, 3),
+           "fetch_to_ref": round(fetch_gib / ref, 3),
+           "aes256gcm_cpu_s_per_gib": round(aes, 3) if aes is not None else None,
+           "seed_target_met": seed_gib <= 0.3, "fetch_target_met": fetch_gib <= 1.3 * ref,
+           "p2pd_args": extra, "build": bdir, "machine_cpu": machine,
+           "machine_cpu_ref": machine_ref,
+           "peak_rss_seed_mib": round(rss_seed, 1),
            "peak_rss_fetch_mib": round(rss_fetch, 1), "verified": ok}
     if a.json:
         print(json.dumps(res))
@@ -153,3 +295,15 @@ def run(a):
               f"{res['pagecache_write_mib_s']} MiB/s (ratio {res['ratio_to_pagecache']}); "
               f"CPU {res['cpu_s']}s; peak RSS seed "
               f"{res['peak_rss_seed_mib']} MiB, fetcher {res['peak_rss_fetch_mib']} MiB")
+        aes_s = f"{aes:.3f}" if aes is not None else "n/a"
+        print(f"cost per byte{' (' + ' '.join(extra) + ')' if extra else ''}: seed "
+              f"{seed_gib:.3f} CPU-s/GiB (user {seed_cpu[0]:.2f} s, system {seed_cpu[1]:.2f} s; "
+              f"target <= 0.3: {'met' if res['seed_target_met'] else 'not met'}); fetcher "
+              f"{fetch_gib:.3f} CPU-s/GiB (user {fetch_cpu[0]:.2f} s, system "
+              f"{fetch_cpu[1]:.2f} s) = {res['fetch_to_ref']} x reference {ref:.3f} (SHA-256 "
+              f"{ref_sha:.3f} + socket read {ref_read:.3f} + page-cache write {ref_write:.3f}; "
+              f"target <= 1.3: {'met' if res['fetch_target_met'] else 'not met'}); one "
+              f"AES-256-GCM pass {aes_s} CPU-s/GiB; machine during the transfer: busy "
+              f"{machine['busy']:.0%} (niced {machine['nice']:.0%}), stolen "
+              f"{machine['steal']:.1%}; during the reference: busy {machine_ref['busy']:.0%} "
+              f"(niced {machine_ref['nice']:.0%}), stolen {machine_ref['steal']:.1%}")

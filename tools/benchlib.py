@@ -299,3 +299,31 @@ def bench_cold(a):
             else:
                 rgw.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cpu_split_s(pid):
+    """(user, system) CPU seconds of process pid so far, all its threads
+    (those that exited included), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(parts[11]) / tck, int(parts[12]) / tck
+
+
+def machine_ticks():
+    """(busy, steal, total, nice) jiffies of the whole machine so far, from
+    /proc/stat: busy is every CPU state but idle, iowait and steal; nice is
+    the part of busy spent in processes at a positive nice value (work that
+    yields to the benchmark but still shares the cores and their caches)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle - v[7], v[7], sum(v), v[1]
+
+
+def machine_share(t0, t1):
+    """The machine's busy, stolen and niced CPU share between two
+    machine_ticks()."""
+    span = max(1, t1[2] - t0[2])
+    return {"busy": round((t1[0] - t0[0]) / span, 3), "steal": round((t1[1] - t0[1]) / span, 3),
+            "nice": round((t1[3] - t0[3]) / span, 3)}

@@ -26,20 +26,21 @@
 
 /* Counters exported by /metrics that no library keeps for us. */
 typedef struct {
-  uint64_t chunks_verified;    /* chunks hashed OK and committed */
-  uint64_t chunks_failed;      /* chunks whose hash did not match */
-  uint64_t files_refetched;    /* whole-file digest failures refetched */
-  uint64_t s3_bytes_chunks;    /* chunk bytes received from S3 */
-  uint64_t peer_rx_bytes;      /* swarm mode: chunk payload bytes received */
-  uint64_t peer_tx_bytes;      /* swarm mode: chunk payload bytes sent */
-  uint64_t peers_banned;       /* senders of a chunk that failed its hash */
-  uint64_t peer_auth_failures; /* frames/payloads failing auth after HS */
-  uint64_t chunks_from_peers;  /* chunks verified that came from peers */
-  uint64_t chunks_discarded;   /* payloads not asked for (or lost races) */
-  uint64_t rx_errors;          /* receives that failed here and closed a link */
-  uint64_t chunks_served;      /* chunk uploads completed */
-  uint64_t served_live;        /* of those, begun before we held the chunk */
-  uint64_t requests_rejected;  /* REJECTs we sent */
+  uint64_t chunks_verified; /* chunks hashed OK and committed */
+  uint64_t chunks_failed;   /* chunks whose hash did not match */
+  uint64_t files_refetched; /* whole-file digest failures refetched */
+  uint64_t s3_bytes_chunks; /* chunk bytes received from S3 */
+  uint64_t peer_rx_bytes;   /* swarm mode: chunk payload bytes received */
+  uint64_t peer_tx_bytes;   /* swarm mode: chunk payload bytes sent */
+  uint64_t peer_tx_sendfile_bytes; /* of those, sent with sendfile(2) */
+  uint64_t peers_banned;           /* senders of a chunk that failed its hash */
+  uint64_t peer_auth_failures;     /* frames/payloads failing auth after HS */
+  uint64_t chunks_from_peers;      /* chunks verified that came from peers */
+  uint64_t chunks_discarded;       /* payloads not asked for (or lost races) */
+  uint64_t rx_errors;         /* receives that failed here and closed a link */
+  uint64_t chunks_served;     /* chunk uploads completed */
+  uint64_t served_live;       /* of those, begun before we held the chunk */
+  uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t peer_deadline_misses; /* chunks/requests past their deadline */
   uint64_t peers_dropped_slow;   /* neighbours closed for missing them */
   uint64_t peers_evicted;        /* idle neighbours closed for a newcomer */

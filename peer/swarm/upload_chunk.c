@@ -1,11 +1,21 @@
 /* upload_chunk.c - one chunk going to one neighbour (upload_chunk.h).
  *
- * An upload reads its chunk in PEER_SERVE_PIECE_BYTES pieces with
- * uv_fs_read into PEER_SERVE_BUFS buffers of its own and hands each to
- * wire_conn_send_raw; a buffer is read again only when the socket took it,
- * so an upload never holds more than its buffers however slow the link.
- * The upload rate limit delays the next read. (wire_conn has no sendfile
- * path; the pieces are read into user memory from the page cache.)
+ * A chunk we hold goes in PEER_SERVE_PIECE_BYTES pieces with
+ * wire_conn_send_file, PEER_SERVE_FILE_PIECES queued at once, from the
+ * upload's own descriptor: one worker job of the connection writes what is
+ * queued (proto/wire_conn_file.c), with sendfile when the connection's
+ * payloads go in clear (either side offered protocol version 1:
+ * --plaintext-payloads; counted in peer_tx_sendfile_bytes), else read and
+ * encrypted on that worker. The upload holds no buffer, and the loop thread
+ * neither reads nor encrypts its bytes.
+ *
+ * A chunk still arriving ("live", below), and every chunk under the
+ * --test-corrupt-serve fault hook, is read in PEER_SERVE_PIECE_BYTES
+ * pieces with uv_fs_read into PEER_SERVE_BUFS buffers of its own and
+ * handed to wire_conn_send_raw_inplace (a sealed payload is encrypted in
+ * that buffer); a buffer is read again only when the socket took it, so an
+ * upload never holds more than its buffers however slow the link. The
+ * upload rate limit delays the next read (or piece).
  *
  * A chunk we are receiving, from S3 or from a neighbour, is served as it
  * arrives ("live", to a neighbour whose BITFIELD said "live", after our
@@ -58,6 +68,8 @@ struct peer_upload_s {
   bool pieces;       /* every buffer goes as a CHUNK piece (live or mux) */
   bool was_live;     /* started live (counted as served live) */
   bool rejected;     /* pieces: our REJECT ended it */
+  bool from_file;    /* pieces go with wire_conn_send_file, no buffers */
+  bool clear;        /* the connection's payloads go in clear */
   int fd;
   uint64_t off; /* chunk's first byte in the file */
   uint32_t len;
@@ -281,6 +293,58 @@ static void up_send_filled(peer_upload_t *up) {
   }
 }
 
+static void up_file_done(wire_conn_t *c, void *arg, int status) {
+  peer_upload_t *up = arg;
+  uint32_t k = up->len - up->sent;
+  (void)c;
+  if (k > PEER_SERVE_PIECE_BYTES)
+    k = PEER_SERVE_PIECE_BYTES; /* pieces complete in order */
+  up->raws--;
+  if (status == 0) {
+    up->sent += k;
+    up->u->ctx->counters.peer_tx_bytes += k;
+    if (up->clear)
+      up->u->ctx->counters.peer_tx_sendfile_bytes += k;
+    if (up->n != NULL)
+      up->n->useful_ms = uv_now(up->u->ctx->loop);
+  } else {
+    up_fail(up, status);
+  }
+  up_pump(up);
+}
+
+/* A held chunk to a clear connection: queues its next pieces (header and
+ * file range each) while fewer than PEER_SERVE_FILE_PIECES are queued. */
+static void up_send_file(peer_upload_t *up) {
+  while (up->send_pos < up->len && up->raws < PEER_SERVE_FILE_PIECES &&
+         up->n != NULL && up->status == 0) {
+    uint64_t ms = peer_rate_wait_ms(&up->u->up_rate);
+    if (ms > 0) {
+      peer_neighbor_timer_arm(up->n, ms);
+      return;
+    }
+    uint32_t k = up->len - up->send_pos;
+    if (k > PEER_SERVE_PIECE_BYTES)
+      k = PEER_SERVE_PIECE_BYTES;
+    int rc = up->pieces ? up_send_header(up, up->send_pos, k) : 0;
+    if (rc == WS_ELIMIT)
+      return; /* on_drain -> peer_upload_next -> here */
+    if (rc == 0)
+      rc = wire_conn_send_file(up->n->c, up->fd, up->off + up->send_pos, k,
+                               up_file_done, up);
+    if (rc != 0) {
+      up_fail(up, rc);
+      return;
+    }
+    up->raws++;
+    up->send_pos += k;
+    up->read_pos = up->send_pos;
+    ms = peer_rate_charge(&up->u->up_rate, k);
+    if (ms > 0)
+      peer_neighbor_timer_arm(up->n, ms);
+  }
+}
+
 /* A live upload: how far it may read. 0 with *limit set, or WS_ENOTFOUND
  * when the fetch failed (the chunk is neither held nor arriving). */
 static int up_live_limit(peer_upload_t *up, uint32_t *limit) {
@@ -328,6 +392,14 @@ static void up_pump(peer_upload_t *up) {
       return;
     }
     up->header_sent = 1;
+  }
+  if (up->from_file) {
+    up_send_file(up);
+    if (up->status != 0 || up->n == NULL)
+      up_pump(up); /* ends it once nothing is in flight */
+    else
+      up_maybe_end(up);
+    return;
   }
   up_send_filled(up);
   if (up->status != 0 || up->n == NULL) {
@@ -421,7 +493,13 @@ void peer_upload_chunk_start(peer_uploads_t *u, peer_neighbor_t *n,
   memcpy(up->digest, r->digest, WS_PROTO_DIGEST_LEN);
   up->g = r->chunk;
   up->req_id = r->req_id;
-  for (unsigned i = 0; i < PEER_SERVE_BUFS; i++) {
+  bool corrupt = false; /* the fault hook alters a buffer */
+#ifdef WS_FAULT_INJECT
+  corrupt = u->ctx->cfg->test_corrupt_serve != 0;
+#endif
+  up->from_file = ws_bitfield_test(&rel->have, r->chunk) && !corrupt;
+  up->clear = wire_conn_payload_clear(n->c);
+  for (unsigned i = 0; i < PEER_SERVE_BUFS && !up->from_file; i++) {
     up->bufs[i].data = malloc(PEER_SERVE_PIECE_BYTES);
     if (up->bufs[i].data == NULL) {
       u->alive++;

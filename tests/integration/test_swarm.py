@@ -136,6 +136,39 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
         check(fetch, d, rel)
         assert fetch.metric("weightswarm_p2pd_peer_receive_errors_total") == 0, fetch.tail()
         assert fetch.metric("weightswarm_p2pd_buffers_peak") > 0
+        # Sealed payloads are encrypted in user memory: never sendfile.
+        assert seed.metric("weightswarm_p2pd_peer_tx_bytes_total") >= dir_bytes(rel)
+        assert seed.metric("weightswarm_p2pd_peer_tx_sendfile_bytes_total") == 0
+    finally:
+        for p in ([fetch] if fetch else []) + [seed]:
+            p.stop()
+        trk.stop()
+
+
+def test_plaintext_seed_serves_chunks_with_sendfile(rgw, s3env, rel, tmp_path):
+    """A seed with --plaintext-payloads (its connections carry payloads in
+    clear) sends the chunks it holds with sendfile, from the page cache to
+    the socket: every chunk byte it sent went that way (the counter), and
+    the fetcher got the release byte for byte."""
+    mpath, d = seed_manifest(rel, tmp_path, 4 * MiB)
+    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
+    seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key,
+                         extra=["--plaintext-payloads"]).start()
+    fetch = None
+    try:
+        r = seed.ctl("seed", rel, "--manifest", str(mpath))
+        assert r.returncode == 0, r.stderr + seed.tail()
+        fetch = ws.swarm_peer(BUILD, str(tmp_path), s3env, "fetch", trk, key).start()
+        st, body = trk.prefetch(digest=d)
+        assert st in (200, 201), body
+        ws.wait_ready([fetch], d, timeout=300)
+        check(fetch, d, rel)
+        assert ws.release_state(fetch, d)["bytes_from_s3"] == 0
+        assert fetch.metric("weightswarm_p2pd_peer_receive_errors_total") == 0, fetch.tail()
+        tx = seed.metric("weightswarm_p2pd_peer_tx_bytes_total")
+        assert tx >= dir_bytes(rel)
+        assert seed.metric("weightswarm_p2pd_peer_tx_sendfile_bytes_total") == tx
     finally:
         for p in ([fetch] if fetch else []) + [seed]:
             p.stop()

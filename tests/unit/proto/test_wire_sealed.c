@@ -84,7 +84,7 @@ static void srv_frame(wire_conn_t *c, const ws_msg_t *m) {
   /* RECV_SEALED: the raw peer asks with a HAVE once it is ready to read.
    * Pieces alternate between a copy (send_raw) and in place
    * (send_raw_inplace, on a scratch copy); the last one is in place, so
-   * its tag goes as an item of its own. */
+   * its tag goes in a buffer of its own, in the same write. */
   if (fx->mode == RECV_SEALED && m->type == WS_MSG_HAVE) {
     unsigned i = 0;
     memcpy(fx->scratch, fx->plain, PAYLOAD_BYTES);
