@@ -16,6 +16,8 @@
  */
 #include "trk_swarm-int.h"
 
+#include "ws_rand.h"
+
 #define RANK_ZONE 2u
 #define RANK_USEFUL 1u
 
@@ -26,12 +28,7 @@ typedef struct {
 } cand_t;
 
 uint64_t trk_select_rand(uint64_t *state) {
-  uint64_t x = *state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  *state = x;
-  return x;
+  return ws_xorshift64(state);
 }
 
 /* Claims that do not count now (trk_swarm_weigh) make nobody useful: such

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "core/tunables.h"
+#include "ws_rand.h"
 
 peer_pick_kind_t peer_pick_kind(const peer_pick_chunk_t *c, bool best_fresh) {
   if (c->missing)
@@ -48,10 +49,5 @@ bool peer_pick_beats(const peer_pick_rank_t *cand,
 }
 
 uint64_t peer_pick_rand(uint64_t *state) {
-  uint64_t x = *state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  *state = x;
-  return x;
+  return ws_xorshift64(state);
 }

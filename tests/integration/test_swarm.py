@@ -115,16 +115,15 @@ def test_seeded_release_reaches_three_peers_with_zero_s3_bytes(rgw, s3env, rel, 
         trk.stop()
 
 
-def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
-    """16 MiB chunks from one seed to one fetcher: the fetcher's buffer pool
-    runs dry while chunks are being written and hashed. A CHUNK payload must
-    then wait for a buffer (the neighbour pauses); it used to close the
-    connection instead (WS_ELIMIT), and every request on it waited for the
-    reconnect and the request timeout."""
-    mpath, d = seed_manifest(rel, tmp_path, 16 * MiB)
+def seed_to_one_fetcher(rel, tmp_path, s3env, chunk, seed_extra, check_both):
+    """A seed that imported rel (in chunks of chunk bytes) and a fetcher
+    that gets it through the tracker's prefetch; check_both(seed, fetch, d)
+    runs once the fetcher is ready and its tree checked."""
+    mpath, d = seed_manifest(rel, tmp_path, chunk)
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
-    seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key).start()
+    seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key,
+                         extra=seed_extra).start()
     fetch = None
     try:
         r = seed.ctl("seed", rel, "--manifest", str(mpath))
@@ -135,14 +134,26 @@ def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
         ws.wait_ready([fetch], d, timeout=300)
         check(fetch, d, rel)
         assert fetch.metric("weightswarm_p2pd_peer_receive_errors_total") == 0, fetch.tail()
-        assert fetch.metric("weightswarm_p2pd_buffers_peak") > 0
-        # Sealed payloads are encrypted in user memory: never sendfile.
-        assert seed.metric("weightswarm_p2pd_peer_tx_bytes_total") >= dir_bytes(rel)
-        assert seed.metric("weightswarm_p2pd_peer_tx_sendfile_bytes_total") == 0
+        check_both(seed, fetch, d)
     finally:
         for p in ([fetch] if fetch else []) + [seed]:
             p.stop()
         trk.stop()
+
+
+def test_seed_to_one_fetcher_keeps_its_connection(rgw, s3env, rel, tmp_path):
+    """16 MiB chunks from one seed to one fetcher: the fetcher's buffer pool
+    runs dry while chunks are being written and hashed. A CHUNK payload must
+    then wait for a buffer (the neighbour pauses); it used to close the
+    connection instead (WS_ELIMIT), and every request on it waited for the
+    reconnect and the request timeout."""
+    def check_both(seed, fetch, d):
+        assert fetch.metric("weightswarm_p2pd_buffers_peak") > 0
+        # Sealed payloads are encrypted in user memory: never sendfile.
+        assert seed.metric("weightswarm_p2pd_peer_tx_bytes_total") >= dir_bytes(rel)
+        assert seed.metric("weightswarm_p2pd_peer_tx_sendfile_bytes_total") == 0
+
+    seed_to_one_fetcher(rel, tmp_path, s3env, 16 * MiB, (), check_both)
 
 
 def test_plaintext_seed_serves_chunks_with_sendfile(rgw, s3env, rel, tmp_path):
@@ -150,29 +161,13 @@ def test_plaintext_seed_serves_chunks_with_sendfile(rgw, s3env, rel, tmp_path):
     clear) sends the chunks it holds with sendfile, from the page cache to
     the socket: every chunk byte it sent went that way (the counter), and
     the fetcher got the release byte for byte."""
-    mpath, d = seed_manifest(rel, tmp_path, 4 * MiB)
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
-    seed = ws.swarm_peer(BUILD, str(tmp_path), s3env, "seed", trk, key,
-                         extra=["--plaintext-payloads"]).start()
-    fetch = None
-    try:
-        r = seed.ctl("seed", rel, "--manifest", str(mpath))
-        assert r.returncode == 0, r.stderr + seed.tail()
-        fetch = ws.swarm_peer(BUILD, str(tmp_path), s3env, "fetch", trk, key).start()
-        st, body = trk.prefetch(digest=d)
-        assert st in (200, 201), body
-        ws.wait_ready([fetch], d, timeout=300)
-        check(fetch, d, rel)
+    def check_both(seed, fetch, d):
         assert ws.release_state(fetch, d)["bytes_from_s3"] == 0
-        assert fetch.metric("weightswarm_p2pd_peer_receive_errors_total") == 0, fetch.tail()
         tx = seed.metric("weightswarm_p2pd_peer_tx_bytes_total")
         assert tx >= dir_bytes(rel)
         assert seed.metric("weightswarm_p2pd_peer_tx_sendfile_bytes_total") == tx
-    finally:
-        for p in ([fetch] if fetch else []) + [seed]:
-            p.stop()
-        trk.stop()
+
+    seed_to_one_fetcher(rel, tmp_path, s3env, 4 * MiB, ["--plaintext-payloads"], check_both)
 
 
 def target_and_neighbour(tmp_path, s3env, node_id):

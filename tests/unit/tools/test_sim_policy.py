@@ -10,21 +10,15 @@ once per chunk). Runs the built binary; a few seconds.
 
 Registered with test_sim.py as the meson test `sim` (suite unit).
 """
-import json
 import os
 import re
 import subprocess
 
 import pytest
 
-ROOT = os.environ.get("WS_SOURCE_ROOT") or os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("WS_BUILD_ROOT") or os.path.join(ROOT, "build")
-SIM = os.path.join(BUILD, "tools", "sim", "ws-sim")
+import simlib
+from simlib import ROOT, SIM, TINY, sim
 
-# 16 chunks of 1 MiB in one file, no small files.
-TINY = ["--shards", "1", "--shard-mib", "16", "--small-files", "0",
-        "--chunk-mib", "1"]
 # The benchmark's 48-node setup (docs/benchmarks.md).
 BENCH48 = ["--nodes", "48", "--rate-mbit", "16", "--origin-mbit", "16",
            "--size-mib", "64", "--chunk-mib", "1", "--rtt-us", "200",
@@ -44,24 +38,9 @@ def tunable(name):
     return value
 
 
-def sim(*args):
-    r = subprocess.run([SIM, "--json", *args], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert "runtime error" not in r.stderr, r.stderr  # UBSan (build-asan)
-    return json.loads(r.stdout)
-
-
 def check_invariants(d, nodes, chunks):
-    assert d["complete"] is True
-    assert d["nodes"] == nodes and d["chunks"] == chunks
-    assert d["verified_nodes"] == nodes
-    F = d["bytes"]
-    assert d["s3_gets"] == chunks and d["s3_gets_per_chunk_max"] == 1
-    assert d["s3_bytes"] == F
-    assert d["peer_bytes"] - d["dup_bytes"] == nodes * F - d["s3_bytes"]
-    assert d["t_all_s"] >= d["t_min_s"]
-    assert d["t_first_s"] <= d["t_p50_s"] <= d["t_p99_s"] <= d["t_all_s"]
+    simlib.check_invariants(d, nodes, chunks)
+    assert d["s3_bytes"] == d["bytes"]
 
 
 def test_policy_defaults_are_p2pds_constants():
