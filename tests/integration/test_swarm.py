@@ -338,8 +338,8 @@ def serve_in_pieces(tmp_path, s3env, nchunks, open_max):
                         del sent[i]
                     else:
                         sent[i] = (g, off + piece)
-        except (ConnectionError, OSError, ValueError):
-            log.append(("closed",))
+        except (ConnectionError, OSError, ValueError, wsproto.Closed):
+            log.append(("closed",))  # seen sending, or reading its end
     finally:
         c.close()
     return p, data, d, rel, log
