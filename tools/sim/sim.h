@@ -75,6 +75,7 @@ typedef struct {
   uint64_t seed;
   sim_policy_t pol;
   bool frame_queue; /* frames wait behind the payload queued before them */
+  uint32_t origin_inflight; /* the tracker's --origin-inflight (0: none) */
   bool json;
   bool series; /* the per-sample utilisation series in the report */
   bool hosts;  /* each node's finish time in the report */

@@ -46,6 +46,8 @@ static void usage(FILE *out) {
       "  --hosts            and each node's finish time (node order)\n"
       "  --no-frame-queue   frames (and a transfer's first byte) do not wait\n"
       "                     behind the payload queued on their connection\n"
+      "  --origin-inflight N  the tracker's --origin-inflight: S3 fetches\n"
+      "                     per swarm (0: its default policy)\n"
       "peer policy (defaults: p2pd's constants, core/tunables.h):\n"
       "  --reqs-max R       requests in flight over all neighbours (%u)\n"
       "  --pipeline-depth D requests in flight per neighbour (%u)\n"
@@ -90,7 +92,7 @@ typedef struct {
   double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
   double goodput, spread_ms, max_time_s, seed, sample_ms;
   double reqs_max, depth, uploads_max, uploads_spare, max_nbrs, dial_share;
-  double piece_kib;
+  double piece_kib, origin_inflight;
 } sim_args_t;
 
 #define ARG(name, field)                                                       \
@@ -125,6 +127,7 @@ static const struct {
     ARG("--max-neighbors", max_nbrs),
     ARG("--dial-share", dial_share),
     ARG("--forward-piece-kib", piece_kib),
+    ARG("--origin-inflight", origin_inflight),
 };
 #undef ARG
 
@@ -134,12 +137,14 @@ static int check(const sim_cfg_t *c) {
   if (p->reqs_max < 1 || p->depth < 1 || p->depth > SIM_DEPTH_MAX ||
       p->uploads_max < 1 || p->uploads_spare >= p->uploads_max ||
       p->max_nbrs < 1 || p->max_nbrs > PEER_MAX_NEIGHBORS_MAX ||
-      p->dial_share < 1 || c->sample_s < 0.001) {
+      p->dial_share < 1 || c->sample_s < 0.001 ||
+      c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX) {
     fprintf(stderr,
             "ws-sim: need --reqs-max >= 1, --pipeline-depth 1..%u, "
             "--uploads-spare < --uploads-max, --max-neighbors 1..%u, "
-            "--dial-share >= 1, --sample-ms >= 1\n",
-            SIM_DEPTH_MAX, PEER_MAX_NEIGHBORS_MAX);
+            "--dial-share >= 1, --sample-ms >= 1, --origin-inflight "
+            "0..%u\n",
+            SIM_DEPTH_MAX, PEER_MAX_NEIGHBORS_MAX, TRK_ORIGIN_INFLIGHT_MAX);
     return -1;
   }
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
@@ -186,6 +191,7 @@ static int apply(const sim_args_t *a, sim_cfg_t *c) {
   c->pol.max_nbrs = (uint32_t)a->max_nbrs;
   c->pol.dial_share = (uint32_t)a->dial_share;
   c->pol.piece_bytes = a->piece_kib * 1024.0;
+  c->origin_inflight = (uint32_t)a->origin_inflight;
   return check(c);
 }
 

@@ -36,6 +36,8 @@ int sim_trk_init(sim_t *s) {
   s->trk = trk_tracker_new(s->n + 16u, s->cfg.seed, 0);
   if (s->trk == NULL)
     return -1;
+  if (s->cfg.origin_inflight > 0) /* as p2p-tracker --origin-inflight */
+    trk_tracker_set_origin_inflight(s->trk, s->cfg.origin_inflight);
   for (uint32_t i = 0; i < s->n; i++) {
     char id[24], addr[32];
     snprintf(id, sizeof(id), "n%u", i);

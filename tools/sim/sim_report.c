@@ -316,10 +316,10 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
   printf("\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
          "\"uploads_max\": %u, \"uploads_spare\": %u, \"max_neighbors\": %u, "
          "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
-         "\"deadlines\": %s}, \"frame_queue\": %s, ",
+         "\"deadlines\": %s}, \"frame_queue\": %s, \"origin_inflight\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
          p->dial_share, p->piece_bytes / 1024, tf(p->forward), tf(p->deadlines),
-         tf(c->frame_queue));
+         tf(c->frame_queue), c->origin_inflight);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",

@@ -38,6 +38,26 @@ def tunable(name):
     return value
 
 
+<<<<<<< HEAD
+=======
+def tunable_trk_max():
+    """TRK_ORIGIN_INFLIGHT_MAX of tracker/trk_config.h."""
+    with open(os.path.join(ROOT, "tracker", "trk_config.h")) as f:
+        m = re.search(r"^#define\s+TRK_ORIGIN_INFLIGHT_MAX\s+(\d+)u?",
+                      f.read(), re.M)
+    assert m
+    return int(m.group(1))
+
+
+def sim(*args):
+    r = subprocess.run([SIM, "--json", *args], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "runtime error" not in r.stderr, r.stderr  # UBSan (build-asan)
+    return json.loads(r.stdout)
+
+
+>>>>>>> sim15
 def check_invariants(d, nodes, chunks):
     simlib.check_invariants(d, nodes, chunks)
     assert d["s3_bytes"] == d["bytes"]
@@ -62,13 +82,13 @@ def test_policy_options_reach_the_model():
             "--pipeline-depth", "1", "--uploads-max", "3", "--uploads-spare",
             "1", "--max-neighbors", "3", "--dial-share", "1",
             "--forward-piece-kib", "64", "--no-forward", "--no-deadlines",
-            "--no-frame-queue", *TINY)
+            "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
                            "max_neighbors": 3, "dial_share": 1,
                            "forward_piece_kib": 64, "forward": False,
                            "deadlines": False}
-    assert d["frame_queue"] is False
+    assert d["frame_queue"] is False and d["origin_inflight"] == 3
     check_invariants(d, 6, 16)
     u = d["util"]
     # Three neighbour slots and a few spare ones lent for a while.
@@ -153,7 +173,8 @@ def test_series_and_hosts():
 
 def test_bad_policy_refused():
     for args in (["--pipeline-depth", "0"], ["--uploads-spare", "16"],
-                 ["--dial-share", "0"], ["--max-neighbors", "0"]):
+                 ["--dial-share", "0"], ["--max-neighbors", "0"],
+                 ["--origin-inflight", str(tunable_trk_max() + 1)]):
         r = subprocess.run([SIM, *args], capture_output=True, text=True,
                            timeout=20)
         assert r.returncode == 2, args
