@@ -38,8 +38,6 @@ def tunable(name):
     return value
 
 
-<<<<<<< HEAD
-=======
 def tunable_trk_max():
     """TRK_ORIGIN_INFLIGHT_MAX of tracker/trk_config.h."""
     with open(os.path.join(ROOT, "tracker", "trk_config.h")) as f:
@@ -49,15 +47,6 @@ def tunable_trk_max():
     return int(m.group(1))
 
 
-def sim(*args):
-    r = subprocess.run([SIM, "--json", *args], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert "runtime error" not in r.stderr, r.stderr  # UBSan (build-asan)
-    return json.loads(r.stdout)
-
-
->>>>>>> sim15
 def check_invariants(d, nodes, chunks):
     simlib.check_invariants(d, nodes, chunks)
     assert d["s3_bytes"] == d["bytes"]
