@@ -79,16 +79,25 @@
 /* A lease lives this long unless renewed; a holder renews while bytes
  * arrive, so a stalled or dead holder loses its chunks after one TTL. */
 #define TRK_LEASE_TTL_MS 15000u
-/* Per-peer outstanding leases: the tracker aims for about
- * TRK_ORIGIN_INFLIGHT_TARGET origin fetches per swarm, divided among the
- * downloading peers, clamped to [MIN, MAX] per peer. One lone peer gets
- * MAX (parallel ranged GETs); four peers get two each, eight one each.
- * Fewer fetches at once finish each chunk sooner (the origin's rate is
- * shared by all of them), and a chunk moves on to other peers only once
- * complete: on the netns benchmark (1 MiB chunks, U = B) a target of 16
- * gave N=8 1.19 x T_min and 8 gave 1.13; N=4 was 1.11 with 8 and 1.15
- * with 4 (too few to keep the origin's link busy between leases; with the
- * spare below, 4 and 8 measured the same, 1.106-1.108 and 1.104-1.12). */
+/* Origin fetches of one swarm. The tracker aims for about
+ * TRK_ORIGIN_INFLIGHT_TARGET fetches at once (--origin-inflight sets it).
+ * Fewer downloaders than that share it: each gets ceil(target / n),
+ * clamped to [TRK_LEASES_PER_PEER_MIN, TRK_LEASES_PER_PEER_MAX], plus
+ * TRK_LEASE_SPARE (below). One lone peer gets 6 + 1 (parallel ranged
+ * GETs), four peers 2 + 1 each. With at least as many downloaders as the
+ * target the swarm holds the target in all, one lease per member and no
+ * spare, and a member that had one of the last TRK_LEASE_ROTATE grants
+ * waits while others may take it (trk_lease.c). Fewer fetches at once
+ * finish each chunk sooner (the origin's rate is shared by all of them),
+ * and a chunk leaves its first holder fast only while that holder has the
+ * uplink to itself: at U = B a swarm moves every byte through the uplinks
+ * of the nodes that read it from S3 first. When every downloader held a
+ * lease (one each at least, the rule before), 48 nodes ran 32 S3 GETs at
+ * 1/32 of the origin's link each, the first chunk was whole at 17 s and
+ * every node's downlink ran at 30-40 % until then; in the simulator
+ * (docs/scale.md) the target of 6 spread in turn gives 48 nodes 1.37 x
+ * T_min instead of 1.93, 24 nodes 1.22 instead of 1.38, 8 and 4 nodes
+ * the same (docs/benchmarks.md, session 14). 8 gave 1.62 and 1.28. */
 #define TRK_LEASES_PER_PEER_MIN 1u
 /* Leases beyond that share a member may hold as spares (up to _MAX): the
  * peer starts a spare when one of its fetches is about to end, so its next
@@ -98,7 +107,14 @@
  * many to run at full rate ("streams"). */
 #define TRK_LEASE_SPARE 1u
 #define TRK_LEASES_PER_PEER_MAX 8u
-#define TRK_ORIGIN_INFLIGHT_TARGET 8u
+#define TRK_ORIGIN_INFLIGHT_TARGET 6u
+/* With more downloaders than the target, a member granted one of the last
+ * min(TRK_LEASE_ROTATE, downloaders - target) leases gets none while that
+ * holds, so the S3 reads, and the first uploads of what they bring, go
+ * round the swarm instead of to whichever member asks again first (the
+ * one that just finished a chunk). In the simulator at 48 nodes: no
+ * rotation 1.57 x T_min, 4 grants 1.54, 8 grants 1.37, 16 grants 1.37. */
+#define TRK_LEASE_ROTATE 8u
 /* A peer that announces a release without a chunk count is reading its
  * manifest and joins in a moment. For TRK_JOINING_MS the lease cap counts
  * it as a downloader already, so that in a cluster-wide start the first

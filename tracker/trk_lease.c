@@ -35,25 +35,56 @@
 #include "trk_swarm-int.h"
 
 #include <assert.h>
+#include <stdbool.h>
+
+/* Downloaders the lease share counts (joining ones too, see
+ * TRK_JOINING_MS), and the swarm's target. */
+static uint32_t lease_members(const trk_swarm_t *s) {
+  uint32_t n = s->downloaders + s->joining;
+  return n == 0 ? 1u : n;
+}
+
+static uint32_t lease_target(const trk_swarm_t *s) {
+  return s->origin_target != 0 ? s->origin_target : TRK_ORIGIN_INFLIGHT_TARGET;
+}
+
+/* At least as many downloaders as the target: the swarm holds the target
+ * in all, one each (trk_config.h). */
+static bool lease_shared(const trk_swarm_t *s) {
+  return lease_members(s) >= lease_target(s);
+}
 
 uint32_t trk_lease_cap(const trk_swarm_t *s) {
-  uint32_t n = s->downloaders + s->joining;
-  if (n == 0)
-    n = 1;
-  uint32_t target =
-      s->origin_target != 0 ? s->origin_target : TRK_ORIGIN_INFLIGHT_TARGET;
-  uint32_t min = s->origin_target != 0 ? 1u : TRK_LEASES_PER_PEER_MIN;
+  uint32_t n = lease_members(s), target = lease_target(s);
   uint32_t per = (target + n - 1u) / n;
-  if (per < min)
-    per = min;
+  if (per < TRK_LEASES_PER_PEER_MIN)
+    per = TRK_LEASES_PER_PEER_MIN;
   if (per > TRK_LEASES_PER_PEER_MAX)
     per = TRK_LEASES_PER_PEER_MAX;
   return per;
 }
 
 uint32_t trk_lease_limit(const trk_swarm_t *s) {
+  if (lease_shared(s))
+    return 1u; /* no spare: it would keep a lease from another member */
   uint32_t n = trk_lease_cap(s) + TRK_LEASE_SPARE;
   return n < TRK_LEASES_PER_PEER_MAX ? n : TRK_LEASES_PER_PEER_MAX;
+}
+
+/* Leases the swarm may hold at once. */
+static uint32_t lease_swarm_max(const trk_swarm_t *s) {
+  return lease_shared(s) ? lease_target(s) : TRK_ORIGIN_INFLIGHT_MAX;
+}
+
+/* Whether m had one of the swarm's last few grants and should leave the
+ * next to another downloader (TRK_LEASE_ROTATE). */
+static bool lease_turn_taken(const trk_swarm_t *s, const trk_member_t *m) {
+  uint32_t n = lease_members(s), target = lease_target(s);
+  if (!lease_shared(s) || m->lease_seq == 0)
+    return false;
+  uint32_t window =
+      n - target < TRK_LEASE_ROTATE ? n - target : TRK_LEASE_ROTATE;
+  return s->lease_seq - m->lease_seq < window;
 }
 
 /* ---- deadline order ---------------------------------------------------- */
@@ -193,13 +224,15 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   s->now_ms = now_ms;
   if (!trk_member_is_downloader(s, m))
     return 0;
-  uint32_t limit = trk_lease_limit(s);
+  uint32_t limit = trk_lease_limit(s), swarm_max = lease_swarm_max(s);
   if (want < limit)
     limit = want;
+  if (lease_turn_taken(s, m))
+    return 0;
   uint32_t from = s->need_lo;
   int skipped = 0;
   while (m->nleases < limit && n < max_out && s->need_count > 0 &&
-         s->leased < TRK_ORIGIN_INFLIGHT_MAX) {
+         s->leased < swarm_max) {
     uint32_t c = trk_bits_next(s->need, s->total, from);
     if (c == s->total)
       break; /* only chunks m just gave back are left */
@@ -214,6 +247,7 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
       continue;
     }
     lease_take(s, m, c, now_ms);
+    m->lease_seq = ++s->lease_seq;
     granted[n++] = c;
   }
   return n;

@@ -39,6 +39,7 @@ struct trk_member_s {
   uint32_t have_count;
   uint32_t nleases;
   uint32_t want_leases; /* the member's own origin concurrency */
+  uint64_t lease_seq;   /* swarm's lease_seq at its last grant (0: none) */
   trk_lease_t leases[TRK_LEASES_PER_PEER_MAX];
   struct {
     uint32_t chunk;
@@ -70,8 +71,9 @@ typedef struct {
 struct trk_swarm_s {
   ws_hash_t digest;
   /* Origin fetches to aim for in this swarm; 0: TRK_ORIGIN_INFLIGHT_TARGET
-   * with at least TRK_LEASES_PER_PEER_MIN per downloader. */
+   * (trk_lease_cap). */
   uint32_t origin_target;
+  uint64_t lease_seq; /* grants so far (rotation, trk_lease.c) */
   char digest_str[WS_DIGEST_STR_LEN + 1];
   char uri[TRK_URI_MAX + 1];
   uint32_t total;

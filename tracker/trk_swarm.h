@@ -13,8 +13,10 @@
  *     fetched from the origin again;
  *   - a member holds at most trk_lease_limit() leases (its share
  *     trk_lease_cap() plus TRK_LEASE_SPARE, at most
- *     TRK_LEASES_PER_PEER_MAX), so origin fetches spread over all
- *     downloading members and a slow member cannot hoard chunks;
+ *     TRK_LEASES_PER_PEER_MAX; 1 in a swarm with at least its target of
+ *     downloaders, which then holds the target in all and grants in
+ *     turn), so origin fetches spread over all downloading members and a
+ *     slow member cannot hoard chunks;
  *   - a chunk a member gave back goes to another downloader first;
  *   - a lease ends when its holder reports the chunk (completed), gives it
  *     back (released), another member reports the chunk (revoked), its TTL
@@ -188,20 +190,22 @@ void trk_swarm_set_origin_target(trk_swarm_t *s, uint32_t n);
 /* Peers about to join s as downloaders (reading its manifest); the lease
  * cap divides the origin target among them and the downloaders. */
 void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n);
-/* Leases one member may hold now: TRK_ORIGIN_INFLIGHT_TARGET divided by the
- * number of downloaders (plus peers about to join), clamped to
- * [TRK_LEASES_PER_PEER_MIN, _MAX]; with an origin target set
- * (trk_tracker_set_origin_inflight), that target divided the same way, clamped
- * to [1, _MAX]. */
+/* Leases one member runs at full rate: the swarm's origin target
+ * (TRK_ORIGIN_INFLIGHT_TARGET, or trk_tracker_set_origin_inflight's)
+ * divided by the number of downloaders (plus peers about to join), clamped
+ * to [TRK_LEASES_PER_PEER_MIN, _MAX]. */
 uint32_t trk_lease_cap(const trk_swarm_t *s);
 /* Leases one member may hold: trk_lease_cap() to run at full rate plus
  * TRK_LEASE_SPARE to start as one of them ends, at most
- * TRK_LEASES_PER_PEER_MAX. */
+ * TRK_LEASES_PER_PEER_MAX; 1 when the swarm has at least as many
+ * downloaders as its target (then the swarm holds the target in all, and
+ * grants go round: trk_config.h, TRK_LEASE_ROTATE). */
 uint32_t trk_lease_limit(const trk_swarm_t *s);
 /* Tops m up to min(trk_lease_limit(), want) leases on chunks nobody holds or
  * fetches, lowest index first. Writes the newly granted chunk indices to
- * granted (room for max_out) and returns how many. Seeds, complete members
- * and want == 0 get none. */
+ * granted (room for max_out) and returns how many. Seeds, complete members,
+ * want == 0 and a member that had one of the swarm's last few grants
+ * (TRK_LEASE_ROTATE, when the swarm holds its target in all) get none. */
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out);
 

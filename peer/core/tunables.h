@@ -112,8 +112,17 @@
 /* Chunk requests a neighbour may queue with us; more get REJECT busy. */
 #define PEER_SERVE_QUEUE_MAX 16u
 /* Chunks being uploaded at once over all neighbours (each holds
- * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES). */
-#define PEER_UPLOADS_MAX 16u
+ * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES). Few, so that each
+ * goes fast: a chunk a node holds alone (just read from S3) is whole at
+ * its first neighbour in a quarter of the uplink's time for 4 chunks,
+ * and that neighbour serves it on; sixteen uploads at once sent one chunk
+ * to up to sixteen neighbours at 1/16 of the uplink each, and nobody held
+ * it whole for 16 chunk-times (BitTorrent unchokes 4 for the same reason).
+ * With the tracker's rotating origin leases (tracker/trk_config.h), in the
+ * simulator: 48 nodes 1.37 x T_min (16 slots: 1.78), 24 nodes 1.22
+ * (1.53), 8 nodes 1.09 (1.12), 4 nodes 1.06 (1.08); 8 slots and 3 slots
+ * were worse at 48 and 24 nodes (docs/benchmarks.md, session 14). */
+#define PEER_UPLOADS_MAX 4u
 #define PEER_SERVE_BUFS 2u
 /* Chunks per neighbour and release remembered as arriving there from
  * origin (HAVE "p"): the picker asks for them only when that neighbour has
@@ -209,7 +218,7 @@
  * A neighbour holding upload slots whose socket took no byte for
  * PEER_UPLOAD_STALL_MS (PEER_UPLOAD_STALL_BUSY_MS while another neighbour
  * was refused a slot) is closed: it requests and does not read. */
-#define PEER_UPLOADS_SPARE 4u
+#define PEER_UPLOADS_SPARE 1u
 #define PEER_UPLOAD_STALL_MS 30000u
 #define PEER_UPLOAD_STALL_BUSY_MS 5000u
 /* A sender whose chunk fails its hash is refused for this long. */

@@ -15,12 +15,11 @@ static void test_cap_scales_with_downloaders(void **state) {
   (void)state;
   fx_t fx;
   fx_init(&fx, 1, 100, NULL);
-  assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MAX);
-  assert_int_equal(grant(&fx, 0, 0, NULL), TRK_LEASES_PER_PEER_MAX);
-  fx_free(&fx);
-
-  fx_init(&fx, 8, 100, NULL);
-  assert_int_equal(trk_lease_cap(fx.s), 1);
+  /* A lone downloader runs the whole target (parallel ranged GETs), and a
+   * spare. */
+  assert_int_equal(trk_lease_cap(fx.s), TRK_ORIGIN_INFLIGHT_TARGET);
+  assert_int_equal(grant(&fx, 0, 0, NULL),
+                   TRK_ORIGIN_INFLIGHT_TARGET + TRK_LEASE_SPARE);
   fx_free(&fx);
 
   fx_init(&fx, 4, 100, NULL);
@@ -30,13 +29,19 @@ static void test_cap_scales_with_downloaders(void **state) {
   assert_int_equal(grant(&fx, 0, 0, NULL), 2 + TRK_LEASE_SPARE);
   fx_free(&fx);
 
+  /* As many downloaders as the target or more: one each, no spare. */
+  fx_init(&fx, TRK_ORIGIN_INFLIGHT_TARGET, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), 1);
+  assert_int_equal(trk_lease_limit(fx.s), 1);
+  fx_free(&fx);
   fx_init(&fx, 40, 100, NULL);
   assert_int_equal(trk_lease_cap(fx.s), TRK_LEASES_PER_PEER_MIN);
+  assert_int_equal(trk_lease_limit(fx.s), 1);
   fx_free(&fx);
 }
 
-/* --origin-inflight: the target is shared among downloaders, one each at
- * least, and every grant stays within it plus one spare each. */
+/* --origin-inflight: fewer downloaders than the target share it (and hold
+ * a spare each); as many or more hold the target in all, one each. */
 static void test_origin_target_caps_inflight(void **state) {
   (void)state;
   fx_t fx;
@@ -46,8 +51,10 @@ static void test_origin_target_caps_inflight(void **state) {
   assert_int_equal(trk_lease_cap(fx.s), 1);
   for (uint32_t i = 0; i < 8; i++)
     total += grant(&fx, i, 0, NULL);
-  /* one each at full rate (at least one per downloader), and a spare */
-  assert_int_equal(total, 8 * (1 + TRK_LEASE_SPARE));
+  assert_int_equal(total, 4);
+  assert_int_equal(fx.s->leased, 4);
+  for (uint32_t i = 0; i < 8; i++)
+    assert_int_equal(fx.m[i]->nleases, i < 4 ? 1 : 0);
   fx_check(fx.s);
   fx_free(&fx);
   fx_init(&fx, 2, 100, NULL);
@@ -58,6 +65,62 @@ static void test_origin_target_caps_inflight(void **state) {
   trk_swarm_set_origin_target(fx.s, 0); /* default policy again */
   assert_int_equal(trk_lease_cap(fx.s), (TRK_ORIGIN_INFLIGHT_TARGET + 1) / 2);
   fx_check(fx.s);
+  fx_free(&fx);
+}
+
+/* 24 downloaders (more than the target): the swarm never holds more than
+ * the target, one lease per member, and the member that just delivered a
+ * chunk (the first to ask again) waits while the grants go round, so the
+ * S3 reads spread evenly. Before: every downloader held one lease and a
+ * spare, 48 GETs sharing the origin's link. */
+static void test_many_downloaders_hold_the_target_in_turn(void **state) {
+  (void)state;
+  fx_t fx;
+  enum { N = 24, CHUNKS = 480 };
+  uint32_t out[ALL];
+  static uint32_t fetched[CHUNKS];
+  memset(fetched, 0, sizeof(fetched));
+  fx_init(&fx, N, CHUNKS, NULL);
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < N; i++)
+    total += grant(&fx, i, 0, NULL);
+  assert_int_equal(total, TRK_ORIGIN_INFLIGHT_TARGET);
+  for (uint32_t i = 0; i < N; i++)
+    assert_int_equal(fx.m[i]->nleases, i < TRK_ORIGIN_INFLIGHT_TARGET);
+  /* Member 0 delivers its chunk and asks first: its turn was taken. */
+  uint32_t c0 = fx.m[0]->leases[0].chunk;
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], c0), 0);
+  fetched[c0]++;
+  assert_int_equal(grant(&fx, 0, 0, NULL), 0);
+  /* The next in line gets it. */
+  assert_int_equal(grant(&fx, TRK_ORIGIN_INFLIGHT_TARGET, 0, out), 1);
+  fx_check(fx.s);
+  /* Run to the end, the members that just delivered asking first. */
+  for (uint32_t round = 0; fx.s->need_count > 0 || fx.s->leased > 0; round++) {
+    assert_true(round < 100000);
+    for (uint32_t k = 0; k < N; k++) {
+      uint32_t i = (round + k) % N;
+      trk_member_t *m = fx.m[i];
+      if (m->nleases > 0 && (round + i) % 3 == 0) {
+        uint32_t c = m->leases[0].chunk;
+        fetched[c]++;
+        assert_int_equal(trk_swarm_add_have(fx.s, m, c), 0);
+        grant(&fx, i, 0, NULL);
+      }
+    }
+    for (uint32_t k = 0; k < N; k++)
+      grant(&fx, (round + k) % N, 0, NULL);
+    assert_true(fx.s->leased <= TRK_ORIGIN_INFLIGHT_TARGET);
+    for (uint32_t i = 0; i < N; i++)
+      assert_true(fx.m[i]->nleases <= 1);
+    fx_check(fx.s);
+  }
+  for (uint32_t c = 0; c < CHUNKS; c++)
+    assert_int_equal(fetched[c], 1); /* each chunk from the origin once */
+  for (uint32_t i = 0; i < N; i++) {
+    assert_true(fx.m[i]->origin_chunks >= CHUNKS / N / 2);
+    assert_true(fx.m[i]->origin_chunks <= CHUNKS / N * 2);
+  }
   fx_free(&fx);
 }
 
@@ -663,6 +726,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cap_scales_with_downloaders),
       cmocka_unit_test(test_origin_target_caps_inflight),
+      cmocka_unit_test(test_many_downloaders_hold_the_target_in_turn),
       cmocka_unit_test(test_want_limits_and_seeds),
       cmocka_unit_test(test_disjoint_first_round),
       cmocka_unit_test(test_no_lease_for_held_chunks),
