@@ -227,8 +227,14 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   uint32_t limit = trk_lease_limit(s), swarm_max = lease_swarm_max(s);
   if (want < limit)
     limit = want;
-  if (lease_turn_taken(s, m))
+  if (lease_turn_taken(s, m)) {
+    /* The member that just delivered asks first; the lease it leaves goes
+     * to the others at the sweep (trk_server_push_leases) rather than at
+     * whoever's next HAVE or announce, so S3 is not left idle meanwhile. */
+    if (s->leased < swarm_max && s->need_count > 0)
+      s->regrant = true;
     return 0;
+  }
   uint32_t from = s->need_lo;
   int skipped = 0;
   while (m->nleases < limit && n < max_out && s->need_count > 0 &&

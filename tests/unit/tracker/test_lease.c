@@ -91,7 +91,10 @@ static void test_many_downloaders_hold_the_target_in_turn(void **state) {
   uint32_t c0 = fx.m[0]->leases[0].chunk;
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], c0), 0);
   fetched[c0]++;
+  assert_int_equal(trk_swarm_regrant(fx.s, 1), 0);
   assert_int_equal(grant(&fx, 0, 0, NULL), 0);
+  /* The lease it left is pushed to the others at the next sweep. */
+  assert_int_equal(trk_swarm_regrant(fx.s, 1), 1);
   /* The next in line gets it. */
   assert_int_equal(grant(&fx, TRK_ORIGIN_INFLIGHT_TARGET, 0, out), 1);
   fx_check(fx.s);

@@ -137,6 +137,11 @@ static void test_manifest_unknown_announce(void **state) {
  * the whole target. */
 static void test_joining_peers_share_leases(void **state) {
   (void)state;
+  /* The target's share of four and of two (rounded up). */
+  enum {
+    QUARTER = (TRK_ORIGIN_INFLIGHT_TARGET + 3) / 4,
+    HALF = (TRK_ORIGIN_INFLIGHT_TARGET + 1) / 2
+  };
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
   trk_reply_t r;
   ws_hash_t d = fx_digest(3);
@@ -151,18 +156,18 @@ static void test_joining_peers_share_leases(void **state) {
   }
   trk_announce_t an = ann(&d, 64);
   assert_int_equal(trk_tracker_announce(t, p[0], &an, 10, &r), 0);
-  assert_int_equal(r.streams, TRK_ORIGIN_INFLIGHT_TARGET / 4);
-  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET / 4 + TRK_LEASE_SPARE);
+  assert_int_equal(r.streams, QUARTER);
+  assert_int_equal(r.nleases, QUARTER + TRK_LEASE_SPARE);
   /* The second joins: three still count (itself no longer). */
   assert_int_equal(trk_tracker_announce(t, p[1], &an, 20, &r), 0);
-  assert_int_equal(r.streams, TRK_ORIGIN_INFLIGHT_TARGET / 4);
+  assert_int_equal(r.streams, QUARTER);
   /* The other two never join: after TRK_JOINING_MS the two members split
    * the target. */
   uint32_t c = r.leases[0].chunk;
   assert_int_equal(
       trk_tracker_have(t, p[1], &d, &c, 1, 20 + TRK_JOINING_MS, &r), 0);
-  assert_int_equal(r.streams, TRK_ORIGIN_INFLIGHT_TARGET / 2);
-  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET / 2 + TRK_LEASE_SPARE);
+  assert_int_equal(r.streams, HALF);
+  assert_int_equal(r.nleases, HALF + TRK_LEASE_SPARE);
   trk_tracker_free(t);
 }
 
@@ -254,7 +259,8 @@ static void test_reconnect_replaces(void **state) {
   trk_peer_id_t a = conn(t, "node", "", 1);
   trk_announce_t an = ann(&d, 16);
   assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
-  assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
+  /* Alone: the whole target and a spare. */
+  assert_int_equal(r.nleases, TRK_ORIGIN_INFLIGHT_TARGET + TRK_LEASE_SPARE);
   /* The same node id from another address is refused: the id is bound
    * to its address while connected, the first one stays. */
   trk_peer_info_t in = {.node_id = "node", .addr = "10.0.0.66", .port = 2};
