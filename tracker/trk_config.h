@@ -84,9 +84,10 @@
  * Fewer downloaders than that share it: each gets ceil(target / n),
  * clamped to [TRK_LEASES_PER_PEER_MIN, TRK_LEASES_PER_PEER_MAX], plus
  * TRK_LEASE_SPARE (below). One lone peer gets 6 + 1 (parallel ranged
- * GETs), four peers 2 + 1 each. With at least as many downloaders as the
- * target the swarm holds the target in all, one lease per member and no
- * spare, and a member that had one of the last TRK_LEASE_ROTATE grants
+ * GETs), four peers 2 + 1 each, eight peers 1 + 1 each. With at least
+ * twice as many downloaders as the target (TRK_LEASE_SHARED_FACTOR) the
+ * swarm holds the target in all, one lease per member and no spare, and
+ * a member that had one of the last TRK_LEASE_ROTATE grants
  * waits while others may take it (trk_lease.c). Fewer fetches at once
  * finish each chunk sooner (the origin's rate is shared by all of them),
  * and a chunk leaves its first holder fast only while that holder has the
@@ -108,13 +109,23 @@
 #define TRK_LEASE_SPARE 1u
 #define TRK_LEASES_PER_PEER_MAX 8u
 #define TRK_ORIGIN_INFLIGHT_TARGET 6u
-/* With more downloaders than the target, a member granted one of the last
+/* In such a swarm, a member granted one of the last
  * min(TRK_LEASE_ROTATE, downloaders - target) leases gets none while that
  * holds, so the S3 reads, and the first uploads of what they bring, go
  * round the swarm instead of to whichever member asks again first (the
  * one that just finished a chunk). In the simulator at 48 nodes: no
  * rotation 1.57 x T_min, 4 grants 1.54, 8 grants 1.37, 16 grants 1.37. */
 #define TRK_LEASE_ROTATE 8u
+/* The rule above holds from TRK_LEASE_SHARED_FACTOR x target downloaders;
+ * below that each holds its share and a spare as before. Without the
+ * spare, each lease ends with a gap on the origin's link (verify, HAVE,
+ * the next member's request and its GET's first byte), and with few
+ * members to take turns the turn saves less than that costs: at 8 nodes
+ * on the bench (100 Mbit/s, U = B) S3 finished at 47.2 and 48.8 s with
+ * the rule from 6 downloaders against 45.5 s without it, and the swarm at
+ * 1.135 and 1.175 x T_min against 1.099 and 1.105 (docs/benchmarks.md,
+ * session 14). */
+#define TRK_LEASE_SHARED_FACTOR 2u
 /* A peer that announces a release without a chunk count is reading its
  * manifest and joins in a moment. For TRK_JOINING_MS the lease cap counts
  * it as a downloader already, so that in a cluster-wide start the first

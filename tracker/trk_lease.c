@@ -48,10 +48,11 @@ static uint32_t lease_target(const trk_swarm_t *s) {
   return s->origin_target != 0 ? s->origin_target : TRK_ORIGIN_INFLIGHT_TARGET;
 }
 
-/* At least as many downloaders as the target: the swarm holds the target
- * in all, one each (trk_config.h). */
+/* At least TRK_LEASE_SHARED_FACTOR times as many downloaders as the
+ * target: the swarm holds the target in all, one each, in turn
+ * (trk_config.h). */
 static bool lease_shared(const trk_swarm_t *s) {
-  return lease_members(s) >= lease_target(s);
+  return lease_members(s) >= TRK_LEASE_SHARED_FACTOR * lease_target(s);
 }
 
 uint32_t trk_lease_cap(const trk_swarm_t *s) {

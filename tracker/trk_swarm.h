@@ -13,8 +13,8 @@
  *     fetched from the origin again;
  *   - a member holds at most trk_lease_limit() leases (its share
  *     trk_lease_cap() plus TRK_LEASE_SPARE, at most
- *     TRK_LEASES_PER_PEER_MAX; 1 in a swarm with at least its target of
- *     downloaders, which then holds the target in all and grants in
+ *     TRK_LEASES_PER_PEER_MAX; 1 in a swarm with at least twice its
+ *     target of downloaders, which then holds the target in all and grants in
  *     turn), so origin fetches spread over all downloading members and a
  *     slow member cannot hoard chunks;
  *   - a chunk a member gave back goes to another downloader first;
@@ -197,9 +197,10 @@ void trk_swarm_set_joining(trk_swarm_t *s, uint32_t n);
 uint32_t trk_lease_cap(const trk_swarm_t *s);
 /* Leases one member may hold: trk_lease_cap() to run at full rate plus
  * TRK_LEASE_SPARE to start as one of them ends, at most
- * TRK_LEASES_PER_PEER_MAX; 1 when the swarm has at least as many
- * downloaders as its target (then the swarm holds the target in all, and
- * grants go round: trk_config.h, TRK_LEASE_ROTATE). */
+ * TRK_LEASES_PER_PEER_MAX; 1 when the swarm has at least
+ * TRK_LEASE_SHARED_FACTOR times as many downloaders as its target (then the
+ * swarm holds the target in all, and grants go round: trk_config.h,
+ * TRK_LEASE_ROTATE). */
 uint32_t trk_lease_limit(const trk_swarm_t *s);
 /* Tops m up to min(trk_lease_limit(), want) leases on chunks nobody holds or
  * fetches, lowest index first. Writes the newly granted chunk indices to

@@ -29,8 +29,13 @@ static void test_cap_scales_with_downloaders(void **state) {
   assert_int_equal(grant(&fx, 0, 0, NULL), 2 + TRK_LEASE_SPARE);
   fx_free(&fx);
 
-  /* As many downloaders as the target or more: one each, no spare. */
+  /* From the target to twice it: one each and a spare. */
   fx_init(&fx, TRK_ORIGIN_INFLIGHT_TARGET, 100, NULL);
+  assert_int_equal(trk_lease_cap(fx.s), 1);
+  assert_int_equal(trk_lease_limit(fx.s), 1 + TRK_LEASE_SPARE);
+  fx_free(&fx);
+  /* Twice the target or more: one each, no spare. */
+  fx_init(&fx, TRK_LEASE_SHARED_FACTOR * TRK_ORIGIN_INFLIGHT_TARGET, 100, NULL);
   assert_int_equal(trk_lease_cap(fx.s), 1);
   assert_int_equal(trk_lease_limit(fx.s), 1);
   fx_free(&fx);
@@ -40,8 +45,8 @@ static void test_cap_scales_with_downloaders(void **state) {
   fx_free(&fx);
 }
 
-/* --origin-inflight: fewer downloaders than the target share it (and hold
- * a spare each); as many or more hold the target in all, one each. */
+/* --origin-inflight: fewer than twice the target share it (and hold a
+ * spare each); twice as many or more hold the target in all, one each. */
 static void test_origin_target_caps_inflight(void **state) {
   (void)state;
   fx_t fx;
