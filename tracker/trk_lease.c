@@ -257,6 +257,8 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     m->lease_seq = ++s->lease_seq;
     granted[n++] = c;
   }
+  if (s->leased >= swarm_max && lease_shared(s))
+    s->regrant = false; /* full: the sweep's push skips this swarm */
   return n;
 }
 

@@ -100,8 +100,11 @@ static void test_many_downloaders_hold_the_target_in_turn(void **state) {
   assert_int_equal(grant(&fx, 0, 0, NULL), 0);
   /* The lease it left is pushed to the others at the next sweep. */
   assert_int_equal(trk_swarm_regrant(fx.s, 1), 1);
-  /* The next in line gets it. */
+  /* The next in line gets it, and the swarm is full again: nothing more
+   * to push. */
+  assert_int_equal(grant(&fx, 0, 0, NULL), 0);
   assert_int_equal(grant(&fx, TRK_ORIGIN_INFLIGHT_TARGET, 0, out), 1);
+  assert_int_equal(trk_swarm_regrant(fx.s, 0), 0);
   fx_check(fx.s);
   /* Run to the end, the members that just delivered asking first. */
   for (uint32_t round = 0; fx.s->need_count > 0 || fx.s->leased > 0; round++) {
