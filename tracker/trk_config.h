@@ -96,9 +96,10 @@
  * lease (one each at least, the rule before), 48 nodes ran 32 S3 GETs at
  * 1/32 of the origin's link each, the first chunk was whole at 17 s and
  * every node's downlink ran at 30-40 % until then; in the simulator
- * (docs/scale.md) the target of 6 spread in turn gives 48 nodes 1.37 x
- * T_min instead of 1.93, 24 nodes 1.22 instead of 1.38, 8 and 4 nodes
- * the same (docs/benchmarks.md, session 14). 8 gave 1.62 and 1.28. */
+ * (docs/scale.md) the target of 6 spread in turn, with p2pd's 4 upload
+ * slots, gives 48 nodes 1.38 x T_min instead of 1.93 and 24 nodes 1.24
+ * instead of 1.38 (8 gave 1.62 and 1.28); on the bench 24 nodes 1.31
+ * instead of 1.68 (docs/benchmarks.md, session 14). */
 #define TRK_LEASES_PER_PEER_MIN 1u
 /* Leases beyond that share a member may hold as spares (up to _MAX): the
  * peer starts a spare when one of its fetches is about to end, so its next
