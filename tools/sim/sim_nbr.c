@@ -25,6 +25,7 @@
  * PEER_NBR_MISSES_MAX misses close the neighbour. A request with no header
  * after PEER_REQUEST_TIMEOUT_MS is canceled and counts as a miss.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,7 @@ static void have_one(sim_t *s, uint32_t r, uint32_t g, bool live) {
 void sim_on_have(sim_t *s, uint32_t node, uint32_t g, bool live) {
   sim_node_t *n = &s->nodes[node];
   for (uint32_t k = 0; k < n->nconn; k++) {
-    uint32_t r = s->conns[n->conns[k]].rev;
+    uint32_t r = sim_conn_rev(n->conns[k]);
     sim_conn_t *c = &s->conns[r];
     if (!c->up)
       continue;
@@ -260,8 +261,10 @@ void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
   for (uint32_t k = 0; k < a->nconn; k++)
     if (s->conns[a->conns[k]].server == to)
       return; /* known (peer_neighbors_knows) */
+  /* Made in pairs only, ids 2k and 2k + 1 (sim_conn_rev). */
   uint32_t c1 = conn_new(s, from, to);
   uint32_t c2 = conn_new(s, to, from);
+  assert(c2 == sim_conn_rev(c1) && c1 == sim_conn_rev(c2));
   s->conns[c1].rev = c2;
   s->conns[c2].rev = c1;
   s->conns[c1].dialed = true;

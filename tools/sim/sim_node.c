@@ -432,7 +432,7 @@ void sim_on_header(sim_t *s, uint32_t cid, uint32_t g, uint32_t flow,
 static bool serving_live(const sim_t *s, uint32_t node, uint32_t g) {
   const sim_node_t *n = &s->nodes[node];
   for (uint32_t k = 0; k < n->nconn; k++) {
-    const sim_conn_t *r = &s->conns[s->conns[n->conns[k]].rev];
+    const sim_conn_t *r = &s->conns[sim_conn_rev(n->conns[k])];
     for (uint32_t i = 0; i < r->nups; i++)
       if (s->flows[r->ups[i]].chunk == g)
         return true;
@@ -498,7 +498,7 @@ void sim_download_fail(sim_t *s, uint32_t flow, sim_fail_t why) {
       sim_view_hide(s, c, g); /* the REJECT of a chunk in pieces */
     /* Uploads of it as it arrived here fail too (up_live_limit). */
     for (uint32_t k = 0; k < n->nconn; k++) {
-      sim_conn_t *r = &s->conns[s->conns[n->conns[k]].rev];
+      sim_conn_t *r = &s->conns[sim_conn_rev(n->conns[k])];
       for (uint32_t i = 0; i < r->nups; i++) {
         uint32_t up = r->ups[i];
         if (s->flows[up].chunk == g) {
