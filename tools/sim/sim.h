@@ -79,6 +79,7 @@ typedef struct {
   bool json;
   bool series;   /* the per-sample utilisation series in the report */
   bool hosts;    /* each node's finish time in the report */
+  bool progress; /* a line on stderr per sample (long runs) */
 } sim_cfg_t;
 
 enum { SIM_MISSING, SIM_INFLIGHT, SIM_DONE };

@@ -44,6 +44,8 @@ static void usage(FILE *out) {
       "  --json             one JSON object instead of text\n"
       "  --series           and the samples over time in it\n"
       "  --hosts            and each node's finish time (node order)\n"
+      "  --progress         a line on stderr per sample: simulated time,\n"
+      "                     nodes done, share held, CPU seconds\n"
       "  --no-frame-queue   frames (and a transfer's first byte) do not wait\n"
       "                     behind the payload queued on their connection\n"
       "  --origin-inflight N  the tracker's --origin-inflight: S3 fetches\n"
@@ -75,6 +77,8 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->series = true;
   else if (strcmp(a, "--hosts") == 0)
     c->hosts = true;
+  else if (strcmp(a, "--progress") == 0)
+    c->progress = true;
   else if (strcmp(a, "--no-forward") == 0)
     c->pol.forward = false;
   else if (strcmp(a, "--no-deadlines") == 0)
