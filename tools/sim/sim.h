@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "core/tunables.h"
+#include "fetch/file.h"
 #include "proto.h"
 #include "trk_tracker.h"
 
@@ -120,8 +121,11 @@ typedef struct {
 
 typedef struct {
   trk_peer_id_t tid;
-  uint64_t *have; /* bitmap */
-  uint8_t *state; /* SIM_MISSING / _INFLIGHT / _DONE per chunk */
+  uint64_t *have;    /* bitmap */
+  uint8_t *state;    /* SIM_MISSING / _INFLIGHT / _DONE per chunk (set it
+                        with sim_chunk_state) */
+  uint64_t *missing; /* bitmap: state is SIM_MISSING (the picker's scan) */
+  uint32_t lacking[PEER_TIER_LAST]; /* chunks of each tier not held */
   uint8_t *nreq;
   uint8_t *rx_busy;
   uint16_t *avail;   /* ready neighbours whose view has each chunk */
@@ -370,6 +374,15 @@ static inline void sim_bit_clear(uint64_t *b, uint32_t i) {
  * cache miss per neighbour on every HAVE sent). */
 static inline uint32_t sim_conn_rev(uint32_t cid) {
   return cid ^ 1u;
+}
+/* Chunk g of node n is now in state st (SIM_MISSING...), its bit in
+ * n->missing with it. */
+static inline void sim_chunk_state(sim_node_t *n, uint32_t g, uint8_t st) {
+  n->state[g] = st;
+  if (st == SIM_MISSING)
+    sim_bit_set(n->missing, g);
+  else
+    sim_bit_clear(n->missing, g);
 }
 static inline double sim_half_rtt(const sim_t *s) {
   return s->cfg.rtt_s / 2;

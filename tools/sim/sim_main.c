@@ -298,12 +298,16 @@ static void nodes_init(sim_t *s) {
     sim_node_t *n = &s->nodes[i];
     n->have = zalloc(s->words, sizeof(uint64_t));
     n->state = zalloc(s->chunks, 1);
+    n->missing = zalloc(s->words, sizeof(uint64_t));
     n->nreq = zalloc(s->chunks, 1);
     n->rx_busy = zalloc(s->chunks, 1);
     n->avail = zalloc(s->chunks, sizeof(uint16_t));
     n->in_flow = zalloc(s->chunks, sizeof(uint32_t));
-    for (uint32_t g = 0; g < s->chunks; g++)
+    for (uint32_t g = 0; g < s->chunks; g++) {
       n->in_flow[g] = SIM_NONE;
+      sim_chunk_state(n, g, SIM_MISSING);
+      n->lacking[s->chunk_tier[g]]++;
+    }
     n->nmissing = s->chunks;
     double u = (double)(sim_rand(s) >> 11) / 9007199254740992.0;
     n->start_s = u * s->cfg.start_spread_s;
@@ -426,6 +430,7 @@ static void sim_free(sim_t *s) {
     sim_node_t *n = &s->nodes[i];
     free(n->have);
     free(n->state);
+    free(n->missing);
     free(n->nreq);
     free(n->rx_busy);
     free(n->avail);
