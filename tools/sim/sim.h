@@ -99,6 +99,9 @@ typedef struct {
   uint32_t ups[WS_MUX_MAX]; /* server's uploads on it (flows) */
   uint32_t nreqs;
   uint32_t nlive, live_next;
+  uint64_t live_bits; /* bit g % 64 set for each g in live[] (and maybe
+                         others): most chunks are ruled out without
+                         reading live[] (sim_conn_live) */
   uint32_t sq_len;
   uint32_t misses; /* client's deadline misses since a chunk came */
   uint32_t nhidden;
@@ -169,6 +172,8 @@ typedef struct {
   bool late;        /* waited for its sender's source (no rate sample) */
   bool paced;       /* its rate is its sender's source's (last fill) */
   bool was_live;    /* its sender did not hold the chunk when it began */
+  bool src_held;    /* its sender holds the chunk (for good: a chunk DONE
+                       stays so), known without looking it up */
   bool unheaded;    /* no piece could go yet: its header waits (live) */
   uint8_t bneck;    /* what fixed its rate: SIM_BNECK_* (last fill) */
 } sim_flow_t;
@@ -178,10 +183,12 @@ typedef struct {
   uint32_t flow, version, what;
 } sim_fev_t;
 
+/* 32 bytes: the scheduling order and the type share a word (sim_ev_type),
+ * so that a heap level's four children span two cache lines, not three. */
 typedef struct {
   double t;
-  uint64_t seq;
-  uint32_t type, a, b, c, d;
+  uint64_t seq; /* order of scheduling << 8 | type (EV_*) */
+  uint32_t a, b, c, d;
 } sim_ev_t;
 
 enum {
@@ -277,6 +284,9 @@ void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                   uint32_t c, uint32_t d);
 bool sim_ev_pop(sim_t *s, sim_ev_t *out);
 uint64_t sim_rand(sim_t *s);
+static inline uint32_t sim_ev_type(const sim_ev_t *e) {
+  return (uint32_t)(e->seq & 255u);
+}
 
 /* sim_net.c */
 uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,

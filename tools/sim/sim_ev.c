@@ -12,6 +12,8 @@
 
 #define SIM_EV_ARITY 4u
 
+_Static_assert(EV_RATES < 256, "an event's type fits below its order");
+
 static bool ev_before(const sim_ev_t *a, const sim_ev_t *b) {
   return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
@@ -34,8 +36,7 @@ void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
     s->ev_cap = cap;
   }
   sim_ev_t e = {.t = t < s->now ? s->now : t,
-                .seq = s->ev_seq++,
-                .type = type,
+                .seq = s->ev_seq++ << 8 | type,
                 .a = a,
                 .b = b,
                 .c = c,

@@ -319,7 +319,7 @@ static void nodes_init(sim_t *s) {
 static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
   double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
   uint32_t iv;
-  switch (e->type) {
+  switch (sim_ev_type(e)) {
   case EV_START:
     (void)sim_trk_announce(s, e->a, false);
     sim_ev_push(s, s->now + manifest_s, EV_JOIN, e->a, 0, 0);
@@ -365,7 +365,7 @@ static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
 }
 
 static void dispatch(sim_t *s, const sim_ev_t *e) {
-  switch (e->type) {
+  switch (sim_ev_type(e)) {
   case EV_CONN_UP:
     sim_on_conn_up(s, e->a);
     break;

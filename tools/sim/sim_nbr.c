@@ -38,11 +38,21 @@ static double ms(uint32_t v) {
 
 /* ---- views ------------------------------------------------------------- */
 
+/* c->live_bits afresh from c->live[] (after an entry left it). */
+static void live_bits_redo(sim_conn_t *c) {
+  c->live_bits = 0;
+  for (uint32_t i = 0; i < c->nlive; i++)
+    c->live_bits |= (uint64_t)1 << (c->live[i] & 63u);
+}
+
 static void live_forget(sim_conn_t *c, uint32_t g) {
+  if (!((c->live_bits >> (g & 63u)) & 1u))
+    return; /* not listed */
   for (uint32_t i = 0; i < c->nlive; i++) {
     if (c->live[i] == g) {
       c->live[i] = c->live[--c->nlive];
       c->live_next = c->nlive;
+      live_bits_redo(c);
       return;
     }
   }
@@ -57,12 +67,17 @@ void sim_view_learn(sim_t *s, sim_conn_t *c, uint32_t g, bool live) {
     live_forget(c, g);
   } else if (!sim_conn_live(c, g)) {
     /* A ring: the oldest is forgotten (still listed, like any). */
+    bool full = c->nlive == PEER_LIVE_MAX;
     c->live[c->live_next] = g;
     if (c->nlive < PEER_LIVE_MAX)
       c->nlive++;
     c->live_next = c->nlive < PEER_LIVE_MAX
                        ? c->nlive
                        : (c->live_next + 1) % PEER_LIVE_MAX;
+    if (full)
+      live_bits_redo(c); /* the oldest's bit may go */
+    else
+      c->live_bits |= (uint64_t)1 << (g & 63u);
   }
 }
 

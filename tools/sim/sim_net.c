@@ -193,7 +193,8 @@ static heap_ent_t heap_pop(fill_t *w) {
 static bool live_source(const sim_t *s, const sim_flow_t *f, double *avail,
                         double *src_rate, double *src_done) {
   const sim_node_t *srv = &s->nodes[f->src];
-  if (f->kind != SIM_FLOW_PEER || srv->state[f->chunk] == SIM_DONE)
+  if (f->kind != SIM_FLOW_PEER || f->src_held ||
+      srv->state[f->chunk] == SIM_DONE)
     return false;
   uint32_t o = srv->in_flow[f->chunk];
   *avail = *src_rate = *src_done = 0;
@@ -225,10 +226,12 @@ double sim_flow_may_send(const sim_t *s, const sim_flow_t *f) {
 /* live_source of f (live) for the recompute, and what its cap will be
  * (live_cap: its sender's incoming rate, 0 while nothing may go, or none)
  * short of that rate. */
-static void memo_fill(const sim_t *s, const sim_flow_t *f, live_memo_t *m) {
+static void memo_fill(const sim_t *s, sim_flow_t *f, live_memo_t *m) {
   double rate;
   m->src = SIM_NONE;
   m->live = live_source(s, f, &m->avail, &rate, &m->src_done);
+  if (!m->live && f->kind == SIM_FLOW_PEER)
+    f->src_held = true; /* not looked up again */
   if (m->live && m->avail < f->size && m->src_done < f->size) {
     uint32_t o = s->nodes[f->src].in_flow[f->chunk];
     if (o != SIM_NONE && o != SIM_PENDING && !s->flows[o].sent)
@@ -512,7 +515,7 @@ void sim_rates(sim_t *s) {
   }
   uint32_t ncap = 0;
   for (uint32_t j = 0; j < w->m; j++) {
-    const sim_flow_t *f = &s->flows[w->ids[j]];
+    sim_flow_t *f = &s->flows[w->ids[j]];
     w->of[j][0] = f->src;
     w->of[j][1] = s->n + 1u + f->dst;
     memo_fill(s, f, &w->memo[j]);

@@ -44,6 +44,8 @@ static int req_index(const sim_conn_t *c, uint32_t g) {
 }
 
 bool sim_conn_live(const sim_conn_t *c, uint32_t g) {
+  if (!((c->live_bits >> (g & 63u)) & 1u))
+    return false;
   for (uint32_t i = 0; i < c->nlive; i++)
     if (c->live[i] == g)
       return true;
@@ -304,6 +306,7 @@ static void upload_start(sim_t *s, uint32_t cid, uint32_t g) {
   bool held = srv_held(s, c, g);
   uint32_t f = sim_flow_start(s, c->server, c->client, SIM_FLOW_PEER, g, cid);
   s->flows[f].was_live = !held;
+  s->flows[f].src_held = held;
   c = &s->conns[cid];
   c->ups[c->nups++] = f;
   c->useful_s = s->conns[c->rev].useful_s = s->now;
