@@ -283,6 +283,7 @@ void sim_ev_push(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
 void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                   uint32_t c, uint32_t d);
 bool sim_ev_pop(sim_t *s, sim_ev_t *out);
+void sim_ev_free(sim_t *s);
 uint64_t sim_rand(sim_t *s);
 static inline uint32_t sim_ev_type(const sim_ev_t *e) {
   return (uint32_t)(e->seq & 255u);

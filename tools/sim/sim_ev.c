@@ -6,6 +6,7 @@
  * is far larger than the caches, so each level is a miss. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim.h"
 #include "swarm/pick_rank.h"
@@ -13,6 +14,33 @@
 #define SIM_EV_ARITY 4u
 
 _Static_assert(EV_RATES < 256, "an event's type fits below its order");
+
+/* Event k lives EV_PAD slots into a 64-byte aligned block, so that the
+ * four children of any event (4k + 1 .. 4k + 4: 128 bytes from slot
+ * 4k + 4) fill two cache lines instead of straddling three. */
+#define EV_PAD 3u
+_Static_assert(sizeof(sim_ev_t) == 32, "four events in two cache lines");
+
+static void ev_grow(sim_t *s) {
+  uint32_t cap = s->ev_cap ? s->ev_cap * 2u : 1024u;
+  size_t bytes = ((size_t)cap + EV_PAD) * sizeof(sim_ev_t);
+  sim_ev_t *mem = aligned_alloc(64, (bytes + 63u) & ~(size_t)63u);
+  if (mem == NULL) {
+    fprintf(stderr, "ws-sim: out of memory (events)\n");
+    exit(1);
+  }
+  if (s->nev > 0)
+    memcpy(mem + EV_PAD, s->ev, (size_t)s->nev * sizeof(sim_ev_t));
+  sim_ev_free(s);
+  s->ev = mem + EV_PAD;
+  s->ev_cap = cap;
+}
+
+void sim_ev_free(sim_t *s) {
+  if (s->ev != NULL)
+    free(s->ev - EV_PAD);
+  s->ev = NULL;
+}
 
 static bool ev_before(const sim_ev_t *a, const sim_ev_t *b) {
   return a->t < b->t || (a->t == b->t && a->seq < b->seq);
@@ -25,16 +53,8 @@ void sim_ev_push(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
 
 void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                   uint32_t c, uint32_t d) {
-  if (s->nev == s->ev_cap) {
-    uint32_t cap = s->ev_cap ? s->ev_cap * 2u : 1024u;
-    sim_ev_t *ev = realloc(s->ev, (size_t)cap * sizeof(*ev));
-    if (ev == NULL) {
-      fprintf(stderr, "ws-sim: out of memory (events)\n");
-      exit(1);
-    }
-    s->ev = ev;
-    s->ev_cap = cap;
-  }
+  if (s->nev == s->ev_cap)
+    ev_grow(s);
   sim_ev_t e = {.t = t < s->now ? s->now : t,
                 .seq = s->ev_seq++ << 8 | type,
                 .a = a,

@@ -444,7 +444,7 @@ static void sim_free(sim_t *s) {
   free(s->fetches_of);
   free(s->chunk_len);
   free(s->chunk_tier);
-  free(s->ev);
+  sim_ev_free(s);
   free(s->series);
   sim_net_free(s);
   trk_tracker_free(s->trk);

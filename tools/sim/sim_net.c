@@ -332,7 +332,10 @@ static void fill_rates(sim_t *s, fill_t *w) {
   for (uint32_t l = 0; l < nl; l++)
     if (w->cnt[l] > 0)
       heap_push(w, w->rem[l] / w->cnt[l], l);
-  while (w->nheap > 0) {
+  /* Once every flow is fixed what is left in the heap is stale (a link
+   * with flows to fix has a current entry): not popped one by one. */
+  uint32_t unfixed = w->m;
+  while (w->nheap > 0 && unfixed > 0) {
     heap_ent_t e = heap_pop(w);
     uint32_t l = e.link;
     if (e.ver != w->ver[l] || w->cnt[l] == 0)
@@ -347,6 +350,7 @@ static void fill_rates(sim_t *s, fill_t *w) {
         continue;
       w->rate[j] = share;
       w->bneck[j] = bneck;
+      unfixed--;
       for (int i = 0; i < 3; i++) {
         uint32_t o = w->of[j][i];
         if (o == SIM_NONE || o == l)
