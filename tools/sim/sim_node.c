@@ -110,10 +110,10 @@ static void pick_fresh(sim_t *s, const sim_conn_t *c, const uint64_t lf[4],
   best->rank = rank;
 }
 
-/* Whether nothing after best in the scan can beat it: a fresh chunk held
- * by this neighbour and arriving nowhere else, offered by no other
- * (peer_pick_may_beat: nothing is rarer), and no chunk of a better tier
- * left to lack. */
+/* Whether nothing after best in the scan can beat it: a fresh chunk this
+ * neighbour holds (not one still arriving there), offered by no other
+ * neighbour (peer_pick_may_beat: nothing is rarer), and no chunk of a
+ * better tier left to lack. */
 static bool pick_final(const sim_node_t *n, const sim_pick_t *best) {
   if (best->g == SIM_NONE || best->rank.dup != PEER_PICK_FRESH ||
       best->rank.live != 0 || best->rank.avail > 1)
@@ -130,9 +130,9 @@ static bool pick_final(const sim_node_t *n, const sim_pick_t *best) {
  * While any chunk is MISSING no endgame duplicate can be picked
  * (pick_consider needs none MISSING), so the scan then looks only at the
  * MISSING chunks (n->missing), in the same order and over the same span:
- * the others would be passed over anyway. At 10,000 nodes and 8,373
- * chunks this scan was most of a run, thousands of candidates a request;
- * it stops once pick_final says nothing left can win. */
+ * the others would be passed over anyway. At 1,000 nodes and 8,373
+ * chunks this scan was over half of a run, thousands of candidates a
+ * request; it stops once pick_final says nothing left can win. */
 static uint32_t pick(sim_t *s, const sim_conn_t *c) {
   const sim_node_t *n = &s->nodes[c->client];
   uint32_t total = s->chunks;
