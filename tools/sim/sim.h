@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "core/tunables.h"
+#include "fetch/file.h"
 #include "proto.h"
 #include "trk_tracker.h"
 
@@ -77,36 +78,43 @@ typedef struct {
   bool frame_queue; /* frames wait behind the payload queued before them */
   uint32_t origin_inflight; /* the tracker's --origin-inflight (0: none) */
   bool json;
-  bool series; /* the per-sample utilisation series in the report */
-  bool hosts;  /* each node's finish time in the report */
+  bool series;   /* the per-sample utilisation series in the report */
+  bool hosts;    /* each node's finish time in the report */
+  bool progress; /* a line on stderr per sample (long runs) */
 } sim_cfg_t;
 
 enum { SIM_MISSING, SIM_INFLIGHT, SIM_DONE };
 
-/* One direction of a neighbour connection: client asks, server sends. */
+/* One direction of a neighbour connection: client asks, server sends.
+ * The fields every HAVE, request and upload touch come first, so that a
+ * connection looked at costs one or two cache lines, not its whole
+ * kilobyte. */
 typedef struct {
   uint32_t client, server;
-  uint32_t rev;   /* the other direction */
-  uint64_t *view; /* client's view of what server has (incl. arriving) */
-  uint32_t live[PEER_LIVE_MAX]; /* server said HAVE "p" (a ring) */
-  uint32_t nlive, live_next;
-  uint32_t hidden[PEER_REJECT_HIDE_MAX]; /* refused: not asked till */
-  double hidden_until[PEER_REJECT_HIDE_MAX];
-  uint32_t nhidden;
-  uint32_t reqs[SIM_DEPTH_MAX]; /* client's requests with no header yet */
-  double req_sent[SIM_DEPTH_MAX];
-  uint32_t nreqs;
-  double busy_until; /* REJECT busy or a miss: not asked till then */
-  uint32_t misses;   /* client's deadline misses since a chunk came */
-  uint32_t sq[PEER_SERVE_QUEUE_MAX]; /* server's queue of requests */
-  uint32_t sq_len;
-  uint32_t ups[WS_MUX_MAX]; /* server's uploads on it (flows) */
-  uint32_t nups;
-  double useful_s; /* last transfer start or end on it */
-  double fifo_s;   /* when the last frame sent on it arrives */
-  bool up;         /* ready (handshake done) */
+  uint32_t rev; /* the other direction (sim_conn_rev) */
+  bool up;      /* ready (handshake done) */
   bool closed;
   bool dialed; /* the client dialed it */
+  uint32_t nups;
+  uint32_t ups[WS_MUX_MAX]; /* server's uploads on it (flows) */
+  uint32_t nreqs;
+  uint32_t nlive, live_next;
+  uint64_t live_bits; /* bit g % 64 set for each g in live[] (and maybe
+                         others): most chunks are ruled out without
+                         reading live[] (sim_conn_live) */
+  uint32_t sq_len;
+  uint32_t misses; /* client's deadline misses since a chunk came */
+  uint32_t nhidden;
+  uint64_t *view;    /* client's view of what server has (incl. arriving) */
+  double fifo_s;     /* when the last frame sent on it arrives */
+  double useful_s;   /* last transfer start or end on it */
+  double busy_until; /* REJECT busy or a miss: not asked till then */
+  uint32_t live[PEER_LIVE_MAX];      /* server said HAVE "p" (a ring) */
+  uint32_t reqs[SIM_DEPTH_MAX];      /* client's requests with no header yet */
+  uint32_t sq[PEER_SERVE_QUEUE_MAX]; /* server's queue of requests */
+  uint32_t hidden[PEER_REJECT_HIDE_MAX]; /* refused: not asked till */
+  double hidden_until[PEER_REJECT_HIDE_MAX];
+  double req_sent[SIM_DEPTH_MAX];
 } sim_conn_t;
 
 typedef struct {
@@ -116,8 +124,11 @@ typedef struct {
 
 typedef struct {
   trk_peer_id_t tid;
-  uint64_t *have; /* bitmap */
-  uint8_t *state; /* SIM_MISSING / _INFLIGHT / _DONE per chunk */
+  uint64_t *have;    /* bitmap */
+  uint8_t *state;    /* SIM_MISSING / _INFLIGHT / _DONE per chunk (set it
+                        with sim_chunk_state) */
+  uint64_t *missing; /* bitmap: state is SIM_MISSING (the picker's scan) */
+  uint32_t lacking[PEER_TIER_LAST]; /* chunks of each tier not held */
   uint8_t *nreq;
   uint8_t *rx_busy;
   uint16_t *avail;   /* ready neighbours whose view has each chunk */
@@ -161,6 +172,8 @@ typedef struct {
   bool late;        /* waited for its sender's source (no rate sample) */
   bool paced;       /* its rate is its sender's source's (last fill) */
   bool was_live;    /* its sender did not hold the chunk when it began */
+  bool src_held;    /* its sender holds the chunk (for good: a chunk DONE
+                       stays so), known without looking it up */
   bool unheaded;    /* no piece could go yet: its header waits (live) */
   uint8_t bneck;    /* what fixed its rate: SIM_BNECK_* (last fill) */
 } sim_flow_t;
@@ -170,10 +183,12 @@ typedef struct {
   uint32_t flow, version, what;
 } sim_fev_t;
 
+/* 32 bytes: the scheduling order and the type share a word (sim_ev_type),
+ * so that a heap level's four children span two cache lines, not three. */
 typedef struct {
   double t;
-  uint64_t seq;
-  uint32_t type, a, b, c, d;
+  uint64_t seq; /* order of scheduling << 8 | type (EV_*) */
+  uint32_t a, b, c, d;
 } sim_ev_t;
 
 enum {
@@ -268,7 +283,11 @@ void sim_ev_push(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
 void sim_ev_push4(sim_t *s, double t, uint32_t type, uint32_t a, uint32_t b,
                   uint32_t c, uint32_t d);
 bool sim_ev_pop(sim_t *s, sim_ev_t *out);
+void sim_ev_free(sim_t *s);
 uint64_t sim_rand(sim_t *s);
+static inline uint32_t sim_ev_type(const sim_ev_t *e) {
+  return (uint32_t)(e->seq & 255u);
+}
 
 /* sim_net.c */
 uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
@@ -360,6 +379,21 @@ static inline void sim_bit_set(uint64_t *b, uint32_t i) {
 }
 static inline void sim_bit_clear(uint64_t *b, uint32_t i) {
   b[i >> 6] &= ~((uint64_t)1 << (i & 63));
+}
+/* The other direction of connection cid: sim_node_dial makes both at
+ * once, as ids 2k and 2k + 1, so it needs no look-up of cid's record (a
+ * cache miss per neighbour on every HAVE sent). */
+static inline uint32_t sim_conn_rev(uint32_t cid) {
+  return cid ^ 1u;
+}
+/* Chunk g of node n is now in state st (SIM_MISSING...), its bit in
+ * n->missing with it. */
+static inline void sim_chunk_state(sim_node_t *n, uint32_t g, uint8_t st) {
+  n->state[g] = st;
+  if (st == SIM_MISSING)
+    sim_bit_set(n->missing, g);
+  else
+    sim_bit_clear(n->missing, g);
 }
 static inline double sim_half_rtt(const sim_t *s) {
   return s->cfg.rtt_s / 2;

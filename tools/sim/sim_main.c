@@ -44,6 +44,8 @@ static void usage(FILE *out) {
       "  --json             one JSON object instead of text\n"
       "  --series           and the samples over time in it\n"
       "  --hosts            and each node's finish time (node order)\n"
+      "  --progress         a line on stderr per sample: simulated time,\n"
+      "                     nodes done, share held, CPU seconds\n"
       "  --no-frame-queue   frames (and a transfer's first byte) do not wait\n"
       "                     behind the payload queued on their connection\n"
       "  --origin-inflight N  the tracker's --origin-inflight: S3 fetches\n"
@@ -75,6 +77,8 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->series = true;
   else if (strcmp(a, "--hosts") == 0)
     c->hosts = true;
+  else if (strcmp(a, "--progress") == 0)
+    c->progress = true;
   else if (strcmp(a, "--no-forward") == 0)
     c->pol.forward = false;
   else if (strcmp(a, "--no-deadlines") == 0)
@@ -294,12 +298,16 @@ static void nodes_init(sim_t *s) {
     sim_node_t *n = &s->nodes[i];
     n->have = zalloc(s->words, sizeof(uint64_t));
     n->state = zalloc(s->chunks, 1);
+    n->missing = zalloc(s->words, sizeof(uint64_t));
     n->nreq = zalloc(s->chunks, 1);
     n->rx_busy = zalloc(s->chunks, 1);
     n->avail = zalloc(s->chunks, sizeof(uint16_t));
     n->in_flow = zalloc(s->chunks, sizeof(uint32_t));
-    for (uint32_t g = 0; g < s->chunks; g++)
+    for (uint32_t g = 0; g < s->chunks; g++) {
       n->in_flow[g] = SIM_NONE;
+      sim_chunk_state(n, g, SIM_MISSING);
+      n->lacking[s->chunk_tier[g]]++;
+    }
     n->nmissing = s->chunks;
     double u = (double)(sim_rand(s) >> 11) / 9007199254740992.0;
     n->start_s = u * s->cfg.start_spread_s;
@@ -311,7 +319,7 @@ static void nodes_init(sim_t *s) {
 static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
   double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
   uint32_t iv;
-  switch (e->type) {
+  switch (sim_ev_type(e)) {
   case EV_START:
     (void)sim_trk_announce(s, e->a, false);
     sim_ev_push(s, s->now + manifest_s, EV_JOIN, e->a, 0, 0);
@@ -357,7 +365,7 @@ static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
 }
 
 static void dispatch(sim_t *s, const sim_ev_t *e) {
-  switch (e->type) {
+  switch (sim_ev_type(e)) {
   case EV_CONN_UP:
     sim_on_conn_up(s, e->a);
     break;
@@ -422,6 +430,7 @@ static void sim_free(sim_t *s) {
     sim_node_t *n = &s->nodes[i];
     free(n->have);
     free(n->state);
+    free(n->missing);
     free(n->nreq);
     free(n->rx_busy);
     free(n->avail);
@@ -435,7 +444,7 @@ static void sim_free(sim_t *s) {
   free(s->fetches_of);
   free(s->chunk_len);
   free(s->chunk_tier);
-  free(s->ev);
+  sim_ev_free(s);
   free(s->series);
   sim_net_free(s);
   trk_tracker_free(s->trk);

@@ -25,6 +25,7 @@
  * PEER_NBR_MISSES_MAX misses close the neighbour. A request with no header
  * after PEER_REQUEST_TIMEOUT_MS is canceled and counts as a miss.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,21 @@ static double ms(uint32_t v) {
 
 /* ---- views ------------------------------------------------------------- */
 
+/* c->live_bits afresh from c->live[] (after an entry left it). */
+static void live_bits_redo(sim_conn_t *c) {
+  c->live_bits = 0;
+  for (uint32_t i = 0; i < c->nlive; i++)
+    c->live_bits |= (uint64_t)1 << (c->live[i] & 63u);
+}
+
 static void live_forget(sim_conn_t *c, uint32_t g) {
+  if (!((c->live_bits >> (g & 63u)) & 1u))
+    return; /* not listed */
   for (uint32_t i = 0; i < c->nlive; i++) {
     if (c->live[i] == g) {
       c->live[i] = c->live[--c->nlive];
       c->live_next = c->nlive;
+      live_bits_redo(c);
       return;
     }
   }
@@ -56,12 +67,17 @@ void sim_view_learn(sim_t *s, sim_conn_t *c, uint32_t g, bool live) {
     live_forget(c, g);
   } else if (!sim_conn_live(c, g)) {
     /* A ring: the oldest is forgotten (still listed, like any). */
+    bool full = c->nlive == PEER_LIVE_MAX;
     c->live[c->live_next] = g;
     if (c->nlive < PEER_LIVE_MAX)
       c->nlive++;
     c->live_next = c->nlive < PEER_LIVE_MAX
                        ? c->nlive
                        : (c->live_next + 1) % PEER_LIVE_MAX;
+    if (full)
+      live_bits_redo(c); /* the oldest's bit may go */
+    else
+      c->live_bits |= (uint64_t)1 << (g & 63u);
   }
 }
 
@@ -111,7 +127,7 @@ static void have_one(sim_t *s, uint32_t r, uint32_t g, bool live) {
 void sim_on_have(sim_t *s, uint32_t node, uint32_t g, bool live) {
   sim_node_t *n = &s->nodes[node];
   for (uint32_t k = 0; k < n->nconn; k++) {
-    uint32_t r = s->conns[n->conns[k]].rev;
+    uint32_t r = sim_conn_rev(n->conns[k]);
     sim_conn_t *c = &s->conns[r];
     if (!c->up)
       continue;
@@ -260,8 +276,10 @@ void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
   for (uint32_t k = 0; k < a->nconn; k++)
     if (s->conns[a->conns[k]].server == to)
       return; /* known (peer_neighbors_knows) */
+  /* Made in pairs only, ids 2k and 2k + 1 (sim_conn_rev). */
   uint32_t c1 = conn_new(s, from, to);
   uint32_t c2 = conn_new(s, to, from);
+  assert(c2 == sim_conn_rev(c1) && c1 == sim_conn_rev(c2));
   s->conns[c1].rev = c2;
   s->conns[c2].rev = c1;
   s->conns[c1].dialed = true;

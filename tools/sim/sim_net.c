@@ -120,12 +120,35 @@ typedef struct {
   uint32_t link, ver;
 } heap_ent_t;
 
+/* What live_source says of a flow during one recompute: nothing it reads
+ * changes while the rates are filled (every live flow's bytes were brought
+ * to now first), except the rate of the flow bringing its sender the
+ * chunk, so that is read afresh (src). Looking a sender's chunk state up
+ * again on every pass was most of a recompute's cache misses. */
 typedef struct {
-  uint32_t nlinks, npseudo;
-  double *rem;
-  uint32_t *cnt, *ver, *off, *list;
+  double avail, src_done;
+  uint32_t src; /* the flow bringing its sender the chunk, or SIM_NONE */
+  bool live;    /* live_source's answer */
+  uint8_t cap;  /* CAP_*: what live_cap answers, short of the rate */
+} live_memo_t;
+
+enum { CAP_NONE, CAP_ZERO, CAP_SRC };
+
+/* The recompute's working set, over the live flows only (alive, not yet
+ * sent), densely in flow order: a flow's index j here is its rank among
+ * them, ids[j] its flow, so every loop (and each link's list of flows)
+ * runs in the order it would over all flows. */
+typedef struct {
+  uint32_t m, cap_m; /* live flows; the per-flow arrays' room */
+  uint32_t *ids;
   uint32_t (*of)[3]; /* per flow: its links (pseudo link or SIM_NONE) */
   double *caps;      /* per flow: its cap, or -1 */
+  double *rate;      /* per flow: its rate in the fill (-1: not fixed) */
+  uint8_t *bneck;    /* per flow: SIM_BNECK_* it was fixed by, or 255 */
+  live_memo_t *memo;
+  uint32_t nlinks, npseudo, cap_l;
+  double *rem;
+  uint32_t *cnt, *ver, *off, *pos, *list;
   heap_ent_t *heap;
   uint32_t nheap;
 } fill_t;
@@ -170,7 +193,8 @@ static heap_ent_t heap_pop(fill_t *w) {
 static bool live_source(const sim_t *s, const sim_flow_t *f, double *avail,
                         double *src_rate, double *src_done) {
   const sim_node_t *srv = &s->nodes[f->src];
-  if (f->kind != SIM_FLOW_PEER || srv->state[f->chunk] == SIM_DONE)
+  if (f->kind != SIM_FLOW_PEER || f->src_held ||
+      srv->state[f->chunk] == SIM_DONE)
     return false;
   uint32_t o = srv->in_flow[f->chunk];
   *avail = *src_rate = *src_done = 0;
@@ -199,41 +223,79 @@ double sim_flow_may_send(const sim_t *s, const sim_flow_t *f) {
   return avail > done ? avail - done : 0;
 }
 
-/* The cap of flow f now (its sender's incoming rate, 0 while nothing may
- * go), or -1 for none. */
-static double live_cap(const sim_t *s, const sim_flow_t *f) {
-  double avail, rate, sd;
+/* live_source of f (live) for the recompute, and what its cap will be
+ * (live_cap: its sender's incoming rate, 0 while nothing may go, or none)
+ * short of that rate. */
+static void memo_fill(const sim_t *s, sim_flow_t *f, live_memo_t *m) {
+  double rate;
+  m->src = SIM_NONE;
+  m->live = live_source(s, f, &m->avail, &rate, &m->src_done);
+  if (!m->live && f->kind == SIM_FLOW_PEER)
+    f->src_held = true; /* not looked up again */
+  if (m->live && m->avail < f->size && m->src_done < f->size) {
+    uint32_t o = s->nodes[f->src].in_flow[f->chunk];
+    if (o != SIM_NONE && o != SIM_PENDING && !s->flows[o].sent)
+      m->src = o; /* its rate is the cap's, whatever the pass made it */
+  }
   if (f->go_at > s->now)
-    return 0; /* behind the payload queued before its header */
-  if (!live_source(s, f, &avail, &rate, &sd) || avail >= f->size)
-    return -1;
-  if (sim_flow_done_bytes(s, f) + 1.0 < avail)
-    return -1; /* behind: free to go faster */
-  return avail > 0 ? rate : 0;
+    m->cap = CAP_ZERO; /* behind the payload queued before its header */
+  else if (!m->live || m->avail >= f->size)
+    m->cap = CAP_NONE;
+  else if (sim_flow_done_bytes(s, f) + 1.0 < m->avail)
+    m->cap = CAP_NONE; /* behind: free to go faster */
+  else
+    m->cap = m->avail > 0 ? CAP_SRC : CAP_ZERO;
 }
 
-/* Sets up links and their flows from caps[] (< 0: none); returns the
- * number of links. */
-static uint32_t fill_links(sim_t *s, fill_t *w, const double *caps) {
-  uint32_t n = s->n, base = 2u * n + 1u, npseudo = 0;
-  w->of = xrealloc(w->of, (size_t)s->nflows * sizeof(*w->of));
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    sim_flow_t *f = &s->flows[i];
-    if (!f->alive || f->sent)
-      continue;
-    w->of[i][0] = f->src;
-    w->of[i][1] = n + 1u + f->dst;
-    w->of[i][2] = caps[i] >= 0 ? base + npseudo++ : SIM_NONE;
+static double memo_src_rate(const sim_t *s, const live_memo_t *m) {
+  return m->src == SIM_NONE ? 0 : s->flows[m->src].rate;
+}
+
+/* The cap of a flow now (its sender's incoming rate, 0 while nothing may
+ * go), or -1 for none. */
+static double memo_cap(const sim_t *s, const live_memo_t *m) {
+  if (m->cap == CAP_NONE)
+    return -1;
+  return m->cap == CAP_ZERO ? 0 : memo_src_rate(s, m);
+}
+
+static void fill_grow(fill_t *w, uint32_t m, uint32_t nl) {
+  if (m > w->cap_m) {
+    w->cap_m = m > 2u * w->cap_m ? m : 2u * w->cap_m;
+    size_t c = w->cap_m;
+    w->ids = xrealloc(w->ids, c * sizeof(*w->ids));
+    w->of = xrealloc(w->of, c * sizeof(*w->of));
+    w->caps = xrealloc(w->caps, c * sizeof(*w->caps));
+    w->rate = xrealloc(w->rate, c * sizeof(*w->rate));
+    w->bneck = xrealloc(w->bneck, c * sizeof(*w->bneck));
+    w->memo = xrealloc(w->memo, c * sizeof(*w->memo));
+    w->list = xrealloc(w->list, c * 3u * sizeof(*w->list));
   }
+  if (nl > w->cap_l) {
+    w->cap_l = nl > 2u * w->cap_l ? nl : 2u * w->cap_l;
+    size_t c = w->cap_l;
+    w->rem = xrealloc(w->rem, c * sizeof(*w->rem));
+    w->cnt = xrealloc(w->cnt, c * sizeof(*w->cnt));
+    w->ver = xrealloc(w->ver, c * sizeof(*w->ver));
+    w->off = xrealloc(w->off, (c + 1u) * sizeof(*w->off));
+    w->pos = xrealloc(w->pos, c * sizeof(*w->pos));
+  }
+  /* Each fixed flow pushes its other two links at most. */
+  w->heap =
+      xrealloc(w->heap, ((size_t)w->cap_m * 3u + w->cap_l) * sizeof(*w->heap));
+}
+
+/* Sets up links and their flows from caps[] (< 0: none); of[j][0..1]
+ * (sender's uplink, receiver's downlink) are set already. Returns the
+ * number of links. */
+static uint32_t fill_links(sim_t *s, fill_t *w) {
+  uint32_t n = s->n, base = 2u * n + 1u, npseudo = 0;
+  for (uint32_t j = 0; j < w->m; j++)
+    w->of[j][2] = w->caps[j] >= 0 ? base + npseudo++ : SIM_NONE;
   uint32_t nl = base + npseudo;
   w->nlinks = nl;
   w->npseudo = npseudo;
-  w->rem = xrealloc(w->rem, nl * sizeof(double));
-  w->cnt = xrealloc(w->cnt, nl * sizeof(uint32_t));
-  w->ver = xrealloc(w->ver, nl * sizeof(uint32_t));
-  w->off = xrealloc(w->off, (nl + 1u) * sizeof(uint32_t));
-  w->list = xrealloc(w->list, (size_t)s->nflows * 3u * sizeof(uint32_t));
-  w->heap = xrealloc(w->heap, ((size_t)s->nflows * 3u + nl) * sizeof(*w->heap));
+  fill_grow(w, w->m, nl);
   for (uint32_t l = 0; l < nl; l++) {
     w->cnt[l] = 0;
     w->ver[l] = 0;
@@ -241,56 +303,56 @@ static uint32_t fill_links(sim_t *s, fill_t *w, const double *caps) {
                                   : l == n ? s->cfg.origin_Bps
                                            : s->cfg.down_Bps);
   }
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    if (!s->flows[i].alive || s->flows[i].sent)
-      continue;
+  for (uint32_t j = 0; j < w->m; j++) {
     for (int k = 0; k < 3; k++)
-      if (w->of[i][k] != SIM_NONE)
-        w->cnt[w->of[i][k]]++;
-    if (w->of[i][2] != SIM_NONE)
-      w->rem[w->of[i][2]] = caps[i];
+      if (w->of[j][k] != SIM_NONE)
+        w->cnt[w->of[j][k]]++;
+    if (w->of[j][2] != SIM_NONE)
+      w->rem[w->of[j][2]] = w->caps[j];
   }
   w->off[0] = 0;
   for (uint32_t l = 0; l < nl; l++)
     w->off[l + 1u] = w->off[l] + w->cnt[l];
-  uint32_t *pos = xrealloc(NULL, nl * sizeof(uint32_t));
   for (uint32_t l = 0; l < nl; l++)
-    pos[l] = w->off[l];
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    if (!s->flows[i].alive || s->flows[i].sent)
-      continue;
+    w->pos[l] = w->off[l];
+  for (uint32_t j = 0; j < w->m; j++)
     for (int k = 0; k < 3; k++)
-      if (w->of[i][k] != SIM_NONE)
-        w->list[pos[w->of[i][k]]++] = i;
-  }
-  free(pos);
+      if (w->of[j][k] != SIM_NONE)
+        w->list[w->pos[w->of[j][k]]++] = j;
   return nl;
 }
 
-static void fill_rates(sim_t *s, fill_t *w, const double *caps) {
-  uint32_t nl = fill_links(s, w, caps);
+static void fill_rates(sim_t *s, fill_t *w) {
+  uint32_t nl = fill_links(s, w);
   w->nheap = 0;
-  for (uint32_t i = 0; i < s->nflows; i++)
-    s->flows[i].rate = -1; /* not fixed yet */
+  for (uint32_t j = 0; j < w->m; j++) {
+    w->rate[j] = -1; /* not fixed yet */
+    w->bneck[j] = 255;
+  }
   for (uint32_t l = 0; l < nl; l++)
     if (w->cnt[l] > 0)
       heap_push(w, w->rem[l] / w->cnt[l], l);
-  while (w->nheap > 0) {
+  /* Once every flow is fixed what is left in the heap is stale (a link
+   * with flows to fix has a current entry): not popped one by one. */
+  uint32_t unfixed = w->m;
+  while (w->nheap > 0 && unfixed > 0) {
     heap_ent_t e = heap_pop(w);
     uint32_t l = e.link;
     if (e.ver != w->ver[l] || w->cnt[l] == 0)
       continue;
     double share = e.key > 0 ? e.key : 0;
+    uint8_t bneck = l < s->n || l == s->n ? SIM_BNECK_UP
+                    : l <= 2u * s->n      ? SIM_BNECK_DOWN
+                                          : SIM_BNECK_SOURCE;
     for (uint32_t k = w->off[l]; k < w->off[l + 1u]; k++) {
-      sim_flow_t *f = &s->flows[w->list[k]];
-      if (f->rate >= 0)
+      uint32_t j = w->list[k];
+      if (w->rate[j] >= 0)
         continue;
-      f->rate = share;
-      f->bneck = l < s->n || l == s->n ? SIM_BNECK_UP
-                 : l <= 2u * s->n      ? SIM_BNECK_DOWN
-                                       : SIM_BNECK_SOURCE;
-      for (int j = 0; j < 3; j++) {
-        uint32_t o = w->of[w->list[k]][j];
+      w->rate[j] = share;
+      w->bneck[j] = bneck;
+      unfixed--;
+      for (int i = 0; i < 3; i++) {
+        uint32_t o = w->of[j][i];
         if (o == SIM_NONE || o == l)
           continue;
         w->rem[o] -= share;
@@ -302,9 +364,12 @@ static void fill_rates(sim_t *s, fill_t *w, const double *caps) {
     }
     w->cnt[l] = 0;
   }
-  for (uint32_t i = 0; i < s->nflows; i++)
-    if (s->flows[i].rate < 0)
-      s->flows[i].rate = 0;
+  for (uint32_t j = 0; j < w->m; j++) {
+    sim_flow_t *f = &s->flows[w->ids[j]];
+    f->rate = w->rate[j] < 0 ? 0 : w->rate[j];
+    if (w->bneck[j] != 255)
+      f->bneck = w->bneck[j];
+  }
 }
 
 /* What happens to a flow before the next recompute, in time order. */
@@ -322,12 +387,12 @@ static void fev_add(sim_t *s, double t, uint32_t flow, uint32_t what) {
 /* Events of f before horizon: its end; an S3 flow nearing its end (a
  * spare lease may start then, origin.c); a live flow catching up with
  * what its sender may forward, or its sender's first buffer filling. */
-static void flow_events(sim_t *s, uint32_t id, double horizon) {
+static void flow_events(sim_t *s, uint32_t id, const live_memo_t *m,
+                        double horizon) {
   sim_flow_t *f = &s->flows[id];
   if (f->left <= 0) {
     /* A live upload that waits for its sender's last byte. */
-    if (f->kind == SIM_FLOW_ORIGIN ||
-        s->nodes[f->src].state[f->chunk] == SIM_DONE)
+    if (f->kind == SIM_FLOW_ORIGIN || !m->live)
       fev_add(s, s->now, id, FEV_END);
     return;
   }
@@ -346,8 +411,8 @@ static void flow_events(sim_t *s, uint32_t id, double horizon) {
       fev_add(s, f->go_at, id, FEV_CATCH); /* its header leaves */
     return;
   }
-  double avail, src_rate, sd;
-  if (!live_source(s, f, &avail, &src_rate, &sd) || avail >= f->size)
+  double avail = m->avail, src_rate = memo_src_rate(s, m), sd = m->src_done;
+  if (!m->live || avail >= f->size)
     return;
   double t = INFINITY;
   if (avail <= 0 && src_rate > 0) {
@@ -412,14 +477,19 @@ void sim_net_free(sim_t *s) {
   free(s->flows);
   free(s->flow_free);
   free(s->fev);
+  free(F.ids);
+  free(F.of);
+  free(F.caps);
+  free(F.rate);
+  free(F.bneck);
+  free(F.memo);
   free(F.rem);
   free(F.cnt);
   free(F.ver);
   free(F.off);
+  free(F.pos);
   free(F.list);
-  free(F.of);
   free(F.heap);
-  free(F.caps);
   memset(&F, 0, sizeof(F));
 }
 
@@ -428,65 +498,65 @@ void sim_net_free(sim_t *s) {
 #define SIM_CAP_SLACK 1e-3
 
 void sim_rates(sim_t *s) {
+  fill_t *w = &F;
   s->rates_scheduled = false;
   s->rates_dirty = false;
   s->rates_at = s->now;
   s->recomputes++;
+  fill_grow(w, s->nflows, 0);
+  w->m = 0;
   for (uint32_t i = 0; i < s->nflows; i++) {
     sim_flow_t *f = &s->flows[i];
-    if (!f->alive || f->sent)
+    if (!f->alive || f->sent) {
+      f->rate = 0; /* what every fill leaves on them */
       continue;
+    }
     f->left -= f->rate * (s->now - f->t_ref);
     if (f->left < 0)
       f->left = 0;
     f->t_ref = s->now;
+    w->ids[w->m++] = i;
   }
-  F.caps = xrealloc(F.caps, ((size_t)s->nflows + 1u) * sizeof(double));
-  double *caps = F.caps;
   uint32_t ncap = 0;
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    const sim_flow_t *f = &s->flows[i];
-    caps[i] = f->alive && !f->sent ? live_cap(s, f) : -1;
-    ncap += caps[i] >= 0;
+  for (uint32_t j = 0; j < w->m; j++) {
+    sim_flow_t *f = &s->flows[w->ids[j]];
+    w->of[j][0] = f->src;
+    w->of[j][1] = s->n + 1u + f->dst;
+    memo_fill(s, f, &w->memo[j]);
+    w->caps[j] = memo_cap(s, &w->memo[j]);
+    ncap += w->caps[j] >= 0;
   }
-  fill_rates(s, &F, caps);
+  fill_rates(s, w);
   /* A capped flow took its sender's rate of the allocation before; again
    * with the rates this one gave, while they move. */
   for (int pass = 1; pass < SIM_FILL_PASSES && ncap > 0; pass++) {
     bool moved = false;
-    for (uint32_t i = 0; i < s->nflows; i++) {
-      const sim_flow_t *f = &s->flows[i];
-      if (!f->alive || f->sent)
-        continue;
-      double c = live_cap(s, f);
-      if ((c < 0) != (caps[i] < 0) ||
-          (c >= 0 && fabs(c - caps[i]) > SIM_CAP_SLACK * (caps[i] + 1.0)))
+    for (uint32_t j = 0; j < w->m; j++) {
+      double c = memo_cap(s, &w->memo[j]), *cap = &w->caps[j];
+      if ((c < 0) != (*cap < 0) ||
+          (c >= 0 && fabs(c - *cap) > SIM_CAP_SLACK * (*cap + 1.0)))
         moved = true;
-      caps[i] = c;
+      *cap = c;
     }
     if (!moved)
       break;
-    fill_rates(s, &F, caps);
+    fill_rates(s, w);
   }
   /* A live upload whose sender has a buffer written sends its first
    * piece, and with it the header its requester waits for. */
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    double avail, rate, sd;
-    const sim_flow_t *f = &s->flows[i];
-    if (f->alive && !f->sent && f->unheaded &&
-        (!live_source(s, f, &avail, &rate, &sd) || avail > 0))
-      sim_upload_header(s, i);
+  for (uint32_t j = 0; j < w->m; j++) {
+    const live_memo_t *m = &w->memo[j];
+    if (s->flows[w->ids[j]].unheaded && (!m->live || m->avail > 0))
+      sim_upload_header(s, w->ids[j]);
   }
   double horizon = s->cfg.quantum_s > 0 ? s->now + s->cfg.quantum_s : INFINITY;
   s->nfev = s->fev_pos = 0;
   s->fev_gen++;
-  for (uint32_t i = 0; i < s->nflows; i++) {
-    sim_flow_t *f = &s->flows[i];
-    if (!f->alive || f->sent)
-      continue;
-    f->paced = caps[i] >= 0 && f->rate >= caps[i] - 1.0;
+  for (uint32_t j = 0; j < w->m; j++) {
+    sim_flow_t *f = &s->flows[w->ids[j]];
+    f->paced = w->caps[j] >= 0 && f->rate >= w->caps[j] - 1.0;
     f->version++;
-    flow_events(s, i, horizon);
+    flow_events(s, w->ids[j], &w->memo[j], horizon);
   }
   if (s->nfev > 1)
     qsort(s->fev, s->nfev, sizeof(*s->fev), fev_cmp);

@@ -182,7 +182,7 @@ void sim_origin_kick(sim_t *s, uint32_t node) {
     uint32_t g = leased_next(s, n);
     if (g == SIM_NONE)
       return;
-    n->state[g] = SIM_INFLIGHT;
+    sim_chunk_state(n, g, SIM_INFLIGHT);
     n->nmissing--;
     n->in_flow[g] = SIM_PENDING;
     n->fetch[n->nfetch++] = (sim_fetch_t){g, SIM_NONE};

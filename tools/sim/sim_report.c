@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim.h"
 
@@ -196,8 +197,25 @@ static void series_add(sim_t *s, const double *row) {
          SIM_SERIES_COLS * sizeof(double));
 }
 
+/* --progress: how far a long run is (it prints nothing else until it
+ * ends); CPU time, not wall, since it runs niced beside other work. */
+static void progress(const sim_t *s) {
+  double held = 0;
+  for (uint32_t i = 0; i < s->n; i++)
+    held += s->nodes[i].nhave;
+  fprintf(stderr,
+          "ws-sim: t %.1f s, %u of %u nodes done, %.1f %% held, %llu "
+          "events, %.0f s CPU\n",
+          s->now, s->done_nodes, s->n,
+          100.0 * held / ((double)s->n * s->chunks),
+          (unsigned long long)s->events, (double)clock() / CLOCKS_PER_SEC);
+  fflush(stderr);
+}
+
 void sim_sample(sim_t *s) {
   sim_rates_t r;
+  if (s->cfg.progress)
+    progress(s);
   double row[SIM_SERIES_COLS] = {s->now};
   double up_cap = s->cfg.goodput * s->cfg.up_Bps;
   rates_sum(s, &r);

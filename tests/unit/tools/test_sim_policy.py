@@ -10,6 +10,7 @@ once per chunk). Runs the built binary; a few seconds.
 
 Registered with test_sim.py as the meson test `sim` (suite unit).
 """
+import json
 import os
 import re
 import subprocess
@@ -158,6 +159,32 @@ def test_series_and_hosts():
         assert len(r) == 8 and 0 <= r[3] <= 6
         assert all(0 <= x <= 1 + 1e-9 for x in (r[1], r[2], r[4], r[5],
                                                  r[6], r[7]))
+
+
+def test_progress_on_stderr_only():
+    """--progress says on stderr, once a sample, how far the run is, and
+    changes nothing in the run or its report (but the wall time)."""
+    args = ["--nodes", "6", "--rate-mbit", "100", "--sample-ms", "100",
+            *TINY]
+    runs = [subprocess.run([SIM, "--json", *args, *extra],
+                           capture_output=True, text=True, timeout=120)
+            for extra in ([], ["--progress"])]
+    assert [r.returncode for r in runs] == [0, 0]
+    assert runs[0].stderr == ""
+    plain, prog = (json.loads(r.stdout) for r in runs)
+    del plain["wall_s"], prog["wall_s"]
+    assert prog == plain
+    lines = runs[1].stderr.splitlines()
+    assert len(lines) == int(plain["t_all_s"] / 0.1)
+    pat = re.compile(r"ws-sim: t ([0-9.]+) s, (\d+) of 6 nodes done, "
+                     r"([0-9.]+) % held, (\d+) events, \d+ s CPU$")
+    seen = [pat.match(line) for line in lines]
+    assert all(seen), lines
+    held = [float(m.group(3)) for m in seen]
+    done = [int(m.group(2)) for m in seen]
+    assert float(seen[0].group(1)) == pytest.approx(0.1)
+    assert held == sorted(held) and 0 <= held[0] and held[-1] <= 100
+    assert done == sorted(done) and done[-1] < 6
 
 
 def test_bad_policy_refused():
