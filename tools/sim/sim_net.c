@@ -259,30 +259,30 @@ static double memo_cap(const sim_t *s, const live_memo_t *m) {
   return m->cap == CAP_ZERO ? 0 : memo_src_rate(s, m);
 }
 
+/* Room for n elements in array p (the fill's arrays only grow). */
+#define FILL_ROOM(p, n) ((p) = xrealloc((p), (size_t)(n) * sizeof(*(p))))
+
 static void fill_grow(fill_t *w, uint32_t m, uint32_t nl) {
   if (m > w->cap_m) {
     w->cap_m = m > 2u * w->cap_m ? m : 2u * w->cap_m;
-    size_t c = w->cap_m;
-    w->ids = xrealloc(w->ids, c * sizeof(*w->ids));
-    w->of = xrealloc(w->of, c * sizeof(*w->of));
-    w->caps = xrealloc(w->caps, c * sizeof(*w->caps));
-    w->rate = xrealloc(w->rate, c * sizeof(*w->rate));
-    w->bneck = xrealloc(w->bneck, c * sizeof(*w->bneck));
-    w->memo = xrealloc(w->memo, c * sizeof(*w->memo));
-    w->list = xrealloc(w->list, c * 3u * sizeof(*w->list));
+    FILL_ROOM(w->ids, w->cap_m);
+    FILL_ROOM(w->of, w->cap_m);
+    FILL_ROOM(w->caps, w->cap_m);
+    FILL_ROOM(w->rate, w->cap_m);
+    FILL_ROOM(w->bneck, w->cap_m);
+    FILL_ROOM(w->memo, w->cap_m);
+    FILL_ROOM(w->list, 3u * (size_t)w->cap_m);
   }
   if (nl > w->cap_l) {
     w->cap_l = nl > 2u * w->cap_l ? nl : 2u * w->cap_l;
-    size_t c = w->cap_l;
-    w->rem = xrealloc(w->rem, c * sizeof(*w->rem));
-    w->cnt = xrealloc(w->cnt, c * sizeof(*w->cnt));
-    w->ver = xrealloc(w->ver, c * sizeof(*w->ver));
-    w->off = xrealloc(w->off, (c + 1u) * sizeof(*w->off));
-    w->pos = xrealloc(w->pos, c * sizeof(*w->pos));
+    FILL_ROOM(w->rem, w->cap_l);
+    FILL_ROOM(w->cnt, w->cap_l);
+    FILL_ROOM(w->ver, w->cap_l);
+    FILL_ROOM(w->off, w->cap_l + 1u);
+    FILL_ROOM(w->pos, w->cap_l);
   }
   /* Each fixed flow pushes its other two links at most. */
-  w->heap =
-      xrealloc(w->heap, ((size_t)w->cap_m * 3u + w->cap_l) * sizeof(*w->heap));
+  FILL_ROOM(w->heap, (size_t)w->cap_m * 3u + w->cap_l);
 }
 
 /* Sets up links and their flows from caps[] (< 0: none); of[j][0..1]
