@@ -97,7 +97,7 @@
  * 1/32 of the origin's link each, the first chunk was whole at 17 s and
  * every node's downlink ran at 30-40 % until then; in the simulator
  * (docs/scale.md) the target of 6 spread in turn, with p2pd's 4 upload
- * slots, gives 48 nodes 1.38 x T_min instead of 1.93 and 24 nodes 1.24
+ * slots, gives 48 nodes 1.37 x T_min instead of 1.93 and 24 nodes 1.22
  * instead of 1.38 (8 gave 1.62 and 1.28); on the bench 24 nodes 1.31
  * instead of 1.68 (docs/benchmarks.md, session 14). */
 #define TRK_LEASES_PER_PEER_MIN 1u

@@ -228,14 +228,8 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   uint32_t limit = trk_lease_limit(s), swarm_max = lease_swarm_max(s);
   if (want < limit)
     limit = want;
-  if (lease_turn_taken(s, m)) {
-    /* The member that just delivered asks first; the lease it leaves goes
-     * to the others at the sweep (trk_server_push_leases) rather than at
-     * whoever's next HAVE or announce, so S3 is not left idle meanwhile. */
-    if (s->leased < swarm_max && s->need_count > 0)
-      s->regrant = true;
-    return 0;
-  }
+  if (lease_turn_taken(s, m))
+    return 0; /* the next member's HAVE or announce takes it */
   uint32_t from = s->need_lo;
   int skipped = 0;
   while (m->nleases < limit && n < max_out && s->need_count > 0 &&
@@ -257,8 +251,6 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     m->lease_seq = ++s->lease_seq;
     granted[n++] = c;
   }
-  if (s->leased >= swarm_max && lease_shared(s))
-    s->regrant = false; /* full: the sweep's push skips this swarm */
   return n;
 }
 

@@ -112,8 +112,7 @@ struct trk_swarm_s {
   uint64_t n_distrusted; /* times a member's claims stopped counting */
   uint64_t n_confirms;   /* confirmations accepted (HAVE "f") */
   uint64_t now_ms;       /* time of the last call that brought one */
-  bool regrant; /* downloaders may lease more: claims stopped counting, or
-                   a lease was left by a member whose turn was taken */
+  bool regrant; /* claims stopped counting: downloaders may lease more */
   struct trk_shist_s *hist; /* the dashboard's history (trk_stats.c) */
 };
 

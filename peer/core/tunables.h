@@ -119,7 +119,7 @@
  * to up to sixteen neighbours at 1/16 of the uplink each, and nobody held
  * it whole for 16 chunk-times (BitTorrent unchokes 4 for the same reason).
  * With the tracker's rotating origin leases (tracker/trk_config.h), in the
- * simulator: 48 nodes 1.38 x T_min (16 slots: 1.78), 24 nodes 1.24
+ * simulator: 48 nodes 1.37 x T_min (16 slots: 1.78), 24 nodes 1.22
  * (1.53), 8 nodes 1.08 (1.07), 4 nodes 1.06 (1.08); 8 slots were worse
  * at 48 and 24 nodes, 3 at 24 (docs/benchmarks.md, session 14). */
 #define PEER_UPLOADS_MAX 4u
