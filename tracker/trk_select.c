@@ -1,8 +1,12 @@
 /* trk_select.c - which peers an announce reply carries.
  *
  * Rank (highest first): same zone as the asker (only when the asker has a
- * zone), then "useful": the candidate holds a chunk the asker lacks or
- * leases one from the origin (it will hold it soon). Equal ranks are
+ * zone), then "useful": the candidate holds a chunk the asker lacks. A
+ * lease alone does not make a member useful: at a cluster-wide start the
+ * lease holders were the only useful members, every joiner dialed the
+ * same few, filled their slots and was refused, and at the end every
+ * node dialed the holder of the last lease until its own transfers were
+ * crowded out (docs/tracker.md "Peer selection"). Equal ranks are
  * ordered by a random draw so announces spread load over all holders
  * instead of herding onto the first ones. Only members with a listen port
  * are returned. Cost is bounded: at most TRK_SELECT_SCAN_MAX members are
@@ -37,12 +41,9 @@ uint64_t trk_select_rand(uint64_t *state) {
 static int useful(const trk_swarm_t *s, const trk_member_t *c,
                   const trk_member_t *asker) {
   if (asker == NULL)
-    return (c->have_count > 0 && c->counted) || c->nleases > 0;
+    return c->have_count > 0 && c->counted;
   if (asker->have_count == s->total)
     return 0;
-  for (uint32_t i = 0; i < c->nleases; i++)
-    if (!trk_bits_get(asker->have, c->leases[i].chunk))
-      return 1;
   if (c->have_count == 0 || !c->counted)
     return 0;
   for (uint32_t w = 0; w < s->nwords; w++)

@@ -247,7 +247,7 @@ uint32_t trk_lease_list(const trk_member_t *m, trk_lease_t *out, uint32_t max);
 
 /* Picks at most max (<= TRK_REPLY_PEERS_MAX) members other than who, each
  * with a listen port: same non-empty zone as who first; within that,
- * members holding or leasing a chunk asker lacks; ties in random order from
+ * members holding a chunk asker lacks; ties in random order from
  * *rng (xorshift state). asker is who's membership, or NULL when who has
  * not joined (it knows no chunk count yet: it lacks everything). Examines
  * at most TRK_SELECT_SCAN_MAX members from a random start. Writes borrowed

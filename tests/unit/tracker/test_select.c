@@ -1,6 +1,6 @@
 /* test_select.c - peer selection for announce replies: same zone first,
- * then holders (or lease holders) of chunks the asker lacks, bound
- * respected, self and non-serving peers excluded, ties randomized.
+ * then holders of chunks the asker lacks (a lease alone does not count),
+ * bound respected, self and non-serving peers excluded, ties randomized.
  */
 #include "trk_fixture.h"
 
@@ -16,7 +16,9 @@ static int in(const trk_peer_t *p, const fx_t *fx, const uint32_t *set,
 
 /* m0 asks (zone a, holds 0-7). Zone a: m1 (0-3, useless), m2, m3 (empty),
  * m8 (useful but port 0), m9 (useful: chunk 30). Zone b: m4 (chunk 10),
- * m5 (holds nothing but leases chunk 8, which m0 lacks), m6 (0-7, useless),
+ * m5 (holds nothing but leases chunk 8, which m0 lacks: not useful, or
+ * every joiner of a cluster-wide start would dial the few lease holders),
+ * m6 (0-7, useless),
  * m7 (empty). */
 static void setup(fx_t *fx) {
   static const char *const zones[10] = {"a", "a", "a", "a", "b",
@@ -43,8 +45,8 @@ static void test_zone_then_useful(void **state) {
   fx_t fx;
   const trk_peer_t *out[TRK_REPLY_PEERS_MAX];
   static const uint32_t zone_only[] = {1, 2, 3};
-  static const uint32_t useful_other[] = {4, 5};
-  static const uint32_t rest[] = {6, 7};
+  static const uint32_t useful_other[] = {4};
+  static const uint32_t rest[] = {5, 6, 7};
   setup(&fx);
   for (uint64_t seed = 1; seed < 40; seed++) {
     uint64_t rng = seed;
@@ -53,10 +55,9 @@ static void test_zone_then_useful(void **state) {
     assert_ptr_equal(out[0], fx.peer[9]);
     for (uint32_t i = 1; i < 4; i++)
       assert_true(in(out[i], &fx, zone_only, 3));
-    for (uint32_t i = 4; i < 6; i++)
-      assert_true(in(out[i], &fx, useful_other, 2));
-    for (uint32_t i = 6; i < 8; i++)
-      assert_true(in(out[i], &fx, rest, 2));
+    assert_true(in(out[4], &fx, useful_other, 1));
+    for (uint32_t i = 5; i < 8; i++)
+      assert_true(in(out[i], &fx, rest, 3));
   }
   fx_free(&fx);
 }
@@ -65,22 +66,29 @@ static void test_no_zone_useful_first(void **state) {
   (void)state;
   fx_t fx;
   const trk_peer_t *out[TRK_REPLY_PEERS_MAX];
-  static const uint32_t useful[] = {4, 5, 9};
+  static const uint32_t useful[] = {4, 9};
   setup(&fx);
   fx.peer[0]->zone[0] = '\0';
   uint64_t rng = 5;
-  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 3, &rng, out),
-                   3);
-  for (uint32_t i = 0; i < 3; i++)
-    assert_true(in(out[i], &fx, useful, 3));
-  /* Not joined yet (no manifest): anyone holding or leasing is useful. */
+  for (uint64_t seed = 1; seed < 40; seed++) {
+    rng = seed;
+    assert_int_equal(
+        trk_select_peers(fx.s, fx.peer[0], fx.m[0], 2, &rng, out), 2);
+    for (uint32_t i = 0; i < 2; i++)
+      assert_true(in(out[i], &fx, useful, 2));
+  }
+  /* Not joined yet (no manifest): anyone holding anything is useful; the
+   * lease holder m5 is not. */
   trk_peer_info_t info = {.node_id = "newcomer", .port = 9};
   trk_peer_t *np;
-  static const uint32_t holders[] = {0, 1, 4, 5, 6, 9};
+  static const uint32_t holders[] = {0, 1, 4, 6, 9};
   assert_int_equal(trk_peers_add(fx.reg, &info, 0, &np), 0);
-  assert_int_equal(trk_select_peers(fx.s, np, NULL, 6, &rng, out), 6);
-  for (uint32_t i = 0; i < 6; i++)
-    assert_true(in(out[i], &fx, holders, 6));
+  for (uint64_t seed = 1; seed < 40; seed++) {
+    rng = seed;
+    assert_int_equal(trk_select_peers(fx.s, np, NULL, 5, &rng, out), 5);
+    for (uint32_t i = 0; i < 5; i++)
+      assert_true(in(out[i], &fx, holders, 5));
+  }
   fx_free(&fx);
 }
 
@@ -155,10 +163,9 @@ static int ref_cmp(const void *a, const void *b) {
 static int ref_useful(const trk_swarm_t *s, const trk_member_t *c,
                       const trk_member_t *asker) {
   if (asker == NULL)
-    return c->have_count > 0 || c->nleases > 0;
+    return c->have_count > 0;
   for (uint32_t k = 0; k < s->total; k++)
-    if (!trk_bits_get(asker->have, k) &&
-        (trk_bits_get(c->have, k) || s->holder[k] == c))
+    if (!trk_bits_get(asker->have, k) && trk_bits_get(c->have, k))
       return 1;
   return 0;
 }
