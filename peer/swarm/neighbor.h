@@ -142,6 +142,10 @@ struct peer_neighbor_s {
   uint64_t busy_until_ms; /* it said busy, or benched (missed a deadline) */
   uint32_t misses;        /* deadlines missed since its last chunk */
   uint64_t useful_ms;     /* ready, or a chunk/manifest byte either way */
+  /* Refused one of our upload slots (busy) since wait_since_ms, last at
+   * wait_last_ms, and not given one since (upload.c). */
+  bool waiting;
+  uint64_t wait_since_ms, wait_last_ms;
   /* Time its reads were held by us (--download-rate, no buffer): not its
    * fault, so progress deadlines do not count it. */
   uint64_t paused_ms, paused_since_ms;
@@ -249,7 +253,8 @@ uint64_t peer_neighbor_paused(const peer_neighbor_t *n, uint64_t now_ms);
  * that makes PEER_NBR_MISSES_MAX and it should be closed. */
 int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms);
 /* 1 when n is idle (nothing open either way, no chunk or manifest byte
- * for PEER_NBR_IDLE_MS): its slot may go to another. */
+ * for PEER_NBR_IDLE_MS, not refused one of our upload slots in that
+ * time): its slot may go to another. */
 int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms);
 /* Ready neighbour with this node id at this address (host: the numeric
  * address of its connection) other than except, or NULL. A node is its id
@@ -267,6 +272,15 @@ int peer_neighbors_knows(const peer_neighbors_t *set, const char *node_id,
 int peer_neighbors_other_holds(const peer_neighbors_t *set,
                                const peer_neighbor_t *n, const uint8_t *digest,
                                uint32_t g);
+/* n was refused one of our upload slots (busy) at now_ms: it waits for
+ * one, in turn from its first refusal; n->waiting ends when it gets one.
+ * A waiting neighbour is not idle (peer_neighbor_idle). */
+void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms);
+/* 1 when a free upload slot is owed to another ready neighbour, not n:
+ * one that has waited longer than n (n not waiting: at all) and was last
+ * refused within PEER_SLOT_HOLD_MS, so it may be back for it. Without
+ * this a freed slot went to whichever request came first. */
+int peer_neighbors_slot_owed(const peer_neighbor_t *n, uint64_t now_ms);
 /* The ready neighbour idle longest among the idle ones, or NULL. */
 peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under

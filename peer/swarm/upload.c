@@ -214,24 +214,30 @@ static unsigned upload_cap(const peer_neighbor_t *n) {
 /* Starts what n's queue allows now. */
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
+  uint64_t now = uv_now(u->ctx->loop);
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
+    bool room =
+        u->uploads < upload_cap(n) && !peer_neighbors_slot_owed(n, now);
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
-        u->uploads >= upload_cap(n) && n->nups > 0)
+        !room && n->nups > 0)
       break; /* the next to end makes room */
     peer_upload_req_t q = upload_queue_take(n, (uint32_t)k);
     if (q.type == WS_MSG_MANIFEST_REQ) {
       upload_manifest(u, n, &q.r);
-    } else if (u->uploads < upload_cap(n)) {
+    } else if (room) {
       if (n->nups == 0)
-        n->tx_ms = uv_now(u->ctx->loop); /* its write clock starts */
+        n->tx_ms = now; /* its write clock starts */
+      n->waiting = false;
       peer_upload_chunk_start(u, n, &q.r);
     } else {
-      /* Every upload slot is taken: refuse the whole queue rather than
-       * hold requests whose senders could ask someone idle; slots that
-       * do not drain are now taken back sooner (peer_upload_tick). */
-      u->contended_ms = uv_now(u->ctx->loop);
+      /* Every upload slot is taken (or owed): refuse the whole queue
+       * rather than hold requests whose senders could ask someone idle;
+       * slots that do not drain are now taken back sooner
+       * (peer_upload_tick). n is now owed a slot in its turn. */
+      u->contended_ms = now;
+      peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);
     }
