@@ -217,8 +217,7 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   uint64_t now = uv_now(u->ctx->loop);
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
-    bool room =
-        u->uploads < upload_cap(n) && !peer_neighbors_slot_owed(n, now);
+    bool room = u->uploads < upload_cap(n) && !peer_neighbors_slot_owed(n, now);
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
         !room && n->nups > 0)

@@ -72,8 +72,8 @@ static void test_no_zone_useful_first(void **state) {
   uint64_t rng = 5;
   for (uint64_t seed = 1; seed < 40; seed++) {
     rng = seed;
-    assert_int_equal(
-        trk_select_peers(fx.s, fx.peer[0], fx.m[0], 2, &rng, out), 2);
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 2, &rng, out),
+                     2);
     for (uint32_t i = 0; i < 2; i++)
       assert_true(in(out[i], &fx, useful, 2));
   }
