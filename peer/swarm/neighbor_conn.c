@@ -512,7 +512,11 @@ static void conn_on_close(wire_conn_t *c, int status) {
     WS_LOGI("nbr#%llu %s: closed: %s", (unsigned long long)n->id, n->node_id,
             ws_strerror(status));
   else if (status == WS_EAUTH)
-    WS_LOGW("nbr#%llu %s: handshake failed (wrong cluster key?)",
+    /* The other end hung up after our AUTH: a wrong key, or (at a swarm's
+     * start, most often) no room there: slots or handshakes full, or a
+     * duplicate of a connection it keeps. */
+    WS_LOGW("nbr#%llu %s: handshake ended by the other side (wrong cluster "
+            "key, or no room there)",
             (unsigned long long)n->id, n->host);
   conn_drop_transfers(n);
   if (n->prev != NULL)
