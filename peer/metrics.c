@@ -144,6 +144,12 @@ static const struct {
     {"weightswarm_p2pd_peers_evicted_total",
      "Idle peers closed to make room for a new connection.", "counter",
      offsetof(peer_counters_t, peers_evicted)},
+    {"weightswarm_p2pd_peer_connections_refused_total",
+     "Neighbour connections refused in their handshake: too many "
+     "handshakes under way, every slot taken by a neighbour that is not "
+     "idle, or a duplicate of a connection kept (the dialer tries another "
+     "holder).",
+     "counter", offsetof(peer_counters_t, peers_refused)},
     {"weightswarm_p2pd_peer_upload_stalls_total",
      "Peers closed because they held upload slots and read nothing.", "counter",
      offsetof(peer_counters_t, upload_stalls)},

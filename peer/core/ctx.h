@@ -44,7 +44,8 @@ typedef struct {
   uint64_t peer_deadline_misses; /* chunks/requests past their deadline */
   uint64_t peers_dropped_slow;   /* neighbours closed for missing them */
   uint64_t peers_evicted;        /* idle neighbours closed for a newcomer */
-  uint64_t upload_stalls;        /* neighbours closed: uploads not read */
+  uint64_t peers_refused; /* connections refused: no room, or a duplicate */
+  uint64_t upload_stalls; /* neighbours closed: uploads not read */
   uint64_t manifests_from_peers;
   uint64_t releases_stalled; /* stalls begun (swarm/swarm_stall.c) */
   uint64_t nodes_known;      /* gauge: the swarm's address book (addrbook.h) */

@@ -397,6 +397,15 @@ static void conn_refuse(peer_neighbor_t *n, int bye) {
     wire_conn_goodbye(n->c, (ws_bye_reason_t)bye);
 }
 
+/* Refused for want of room (why: for the log), said in a GOODBYE; the
+ * dialer tries another holder (dialq.h). */
+static void conn_refuse_room(peer_neighbor_t *n, const char *why) {
+  n->set->ctx->counters.peers_refused++;
+  WS_LOGD("nbr#%llu %s at %s: refused: %s", (unsigned long long)n->id,
+          n->node_id, n->host, why);
+  conn_refuse(n, WS_BYE_SHUTDOWN);
+}
+
 static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
   peer_neighbor_t *n = wire_conn_user(c);
   peer_neighbors_t *set = n->set;
@@ -418,7 +427,7 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
   peer_neighbor_t *old = peer_neighbors_find_ready(set, n->node_id, n->host, n);
   if (old != NULL) {
     if (!conn_keep_new(set, n, old)) {
-      conn_refuse(n, WS_BYE_SHUTDOWN);
+      conn_refuse_room(n, "a duplicate of the connection kept");
       return;
     }
     peer_neighbor_close(old, WS_BYE_SHUTDOWN);
@@ -427,7 +436,7 @@ static void conn_on_ready(wire_conn_t *c, const wire_peer_t *p) {
   if (set->nready >= cfg->max_neighbors &&
       !peer_neighbors_make_room(set, now) &&
       !(n->initiator && peer_neighbors_dialed(set, n) < PEER_NBR_DIALED_MIN)) {
-    conn_refuse(n, WS_BYE_SHUTDOWN);
+    conn_refuse_room(n, "every slot taken, none idle");
     return;
   }
   peer_neighbor_set_state(n, PEER_NEIGHBOR_READY);
@@ -593,6 +602,11 @@ int peer_neighbor_accept(peer_neighbors_t *set, uv_stream_t *server) {
   conn_link(set, n);
   if (set->stopping || set->npreauth_in > PEER_PREAUTH_MAX ||
       set->count > set->ctx->cfg->max_neighbors + PEER_PREAUTH_MAX) {
+    if (!set->stopping) {
+      set->ctx->counters.peers_refused++;
+      WS_LOGD("nbr#%llu: refused: %u handshakes under way, %u connections",
+              (unsigned long long)n->id, set->npreauth_in, set->count);
+    }
     peer_neighbor_set_state(n, PEER_NEIGHBOR_CLOSING);
     wire_conn_close(n->c, WS_ELIMIT);
   }
