@@ -76,6 +76,14 @@ static void conn_on_reject(peer_neighbor_t *n, const ws_reject_t *rj) {
   int i = peer_request_find(n, rj->digest, rj->chunk, rj->req_id);
   if (i < 0)
     return;
+  static const char *const why[WS_REJECT_LAST] = {
+      [WS_REJECT_NOT_HAVE] = "not held",
+      [WS_REJECT_BUSY] = "busy",
+      [WS_REJECT_BAD] = "bad request",
+      [WS_REJECT_UNKNOWN] = "release unknown"};
+  WS_LOGD("nbr#%llu %s: chunk %u refused: %s", (unsigned long long)n->id,
+          n->node_id, rj->chunk,
+          rj->reason < WS_REJECT_LAST ? why[rj->reason] : "?");
   if (rj->reason == WS_REJECT_BUSY) {
     uint32_t ra = rj->retry_after_ms ? rj->retry_after_ms : PEER_BUSY_RETRY_MS;
     if (ra > PEER_REQUEST_TIMEOUT_MS)
