@@ -147,8 +147,7 @@ static const struct {
     {"weightswarm_p2pd_peer_connections_refused_total",
      "Neighbour connections refused in their handshake: too many "
      "handshakes under way, every slot taken by a neighbour that is not "
-     "idle, or a duplicate of a connection kept (the dialer tries another "
-     "holder).",
+     "idle, or a duplicate of a connection kept.",
      "counter", offsetof(peer_counters_t, peers_refused)},
     {"weightswarm_p2pd_peer_upload_stalls_total",
      "Peers closed because they held upload slots and read nothing.", "counter",

@@ -213,13 +213,6 @@
  * a node whose dials all found full nodes had no neighbour at all for
  * 53 s and read its chunks from S3 once it counted as stalled. */
 #define PEER_NBR_DIAL_SHARE 2u
-/* The dial queue (swarm/dialq.h): the holders the trackers named last.
- * A candidate not named again within PEER_DIALQ_TTL_MS (three announces)
- * is dropped; one dialed is dialed again only after PEER_DIALQ_REDIAL_MS
- * (one announce, as when every PEERS redialed its names). */
-#define PEER_DIALQ_MAX 64u
-#define PEER_DIALQ_TTL_MS 15000u
-#define PEER_DIALQ_REDIAL_MS 5000u
 /* Upload slots: the last PEER_UPLOADS_SPARE of PEER_UPLOADS_MAX go only to
  * a neighbour that holds none, so a few connections cannot take them all.
  * A neighbour holding upload slots whose socket took no byte for

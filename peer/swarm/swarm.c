@@ -30,7 +30,6 @@
 #include <string.h>
 
 #include "swarm/addrbook.h"
-#include "swarm/dialq.h"
 #include "swarm/bans.h"
 #include "swarm/download.h"
 #include "swarm/neighbor.h"
@@ -55,7 +54,6 @@ struct peer_swarm_s {
   peer_tracker_state_t tracker;
   peer_bans_t bans;
   peer_addrbook_t book; /* nodes to dial while a tracker is down */
-  peer_dialq_t dialq;   /* holders the trackers named last */
   peer_neighbors_t nbrs;
   peer_swarm_rels_t rels;
   peer_picker_t picker;
@@ -136,15 +134,10 @@ static void swarm_on_file_complete(void *arg, peer_file_t *f) {
 
 /* ---- tracker callbacks -------------------------------------------------- */
 
-static int swarm_dial(void *arg, const char *host, uint16_t port,
-                      const char *node_id) {
-  peer_swarm_t *s = arg;
-  return peer_neighbor_connect(&s->nbrs, host, port, node_id);
-}
-
 static void swarm_on_peers(void *arg, const uint8_t *digest,
                            const ws_peer_info_t *peers, uint32_t n) {
   peer_swarm_t *s = arg;
+  const peer_settings_t *cfg = s->ctx->cfg;
   uint64_t now = uv_now(s->ctx->loop);
   if (n == 0 && !s->stopping) {
     peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
@@ -152,11 +145,19 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
       swarm_rel_manifest_no_holders(rel); /* may answer the release */
     return;
   }
-  /* Dialed from the queue now, and on each tick while dials fail
-   * (dialq.h). */
-  peer_dialq_offer(&s->dialq, peers, n, now);
-  if (!s->stopping)
-    (void)peer_dialq_run(&s->dialq, now);
+  for (uint32_t i = 0; i < n && !s->stopping; i++) {
+    const ws_peer_info_t *p = &peers[i];
+    if (!peer_neighbors_room_dial(&s->nbrs, now))
+      break;
+    if (p->port == 0 || strcmp(p->node_id, cfg->node_id) == 0 ||
+        peer_neighbors_knows(&s->nbrs, p->node_id, p->host) ||
+        peer_bans_check(&s->bans, now, p->node_id, p->host, p->port))
+      continue;
+    int rc = peer_neighbor_connect(&s->nbrs, p->host, p->port, p->node_id);
+    if (rc != 0)
+      WS_LOGW("peer %s at %s:%u: cannot connect: %s", p->node_id, p->host,
+              p->port, ws_strerror(rc));
+  }
 }
 
 static void swarm_on_leases(void *arg, const uint8_t *digest,
@@ -260,10 +261,7 @@ static void swarm_tick(uv_timer_t *t) {
       swarm_rel_leases_renew(rel);
     swarm_rel_manifest_try(rel, now); /* may free rel */
   }
-  /* Dials refused or closed since the last PEERS: the next holders the
-   * trackers named (dialq.h). A release's tracker down: the nodes it named
-   * (addrbook.h). */
-  (void)peer_dialq_run(&s->dialq, now);
+  /* A release's tracker down: dial the nodes it named (addrbook.h). */
   (void)peer_addrbook_tick(&s->book, now);
   swarm_stall_tick(s, now);
   /* Busy neighbours become askable again; fallback may have begun. */
@@ -400,7 +398,6 @@ static void swarm_wire(peer_swarm_t *s) {
   peer_neighbors_init(&s->nbrs, ctx, &s->bans, &s->rels, &s->picker,
                       &s->uploads, &s->downloads);
   peer_addrbook_init(&s->book, ctx, &s->nbrs, &s->bans, &s->rels, &s->picker);
-  peer_dialq_init(&s->dialq, ctx, &s->nbrs, &s->bans, swarm_dial, s);
   s->fetch_events = (peer_fetch_listener_t){
       .arg = s,
       .kick = swarm_kick,

@@ -56,7 +56,6 @@ typedef struct {
                              in buffers of this size */
   bool forward;           /* chunks from neighbours served as they arrive */
   bool deadlines;         /* progress deadlines and request timeouts */
-  bool dial_queue;        /* refused dials replaced at the tick (dialq.c) */
 } sim_policy_t;
 
 typedef struct {
@@ -149,10 +148,6 @@ typedef struct {
   double rx_bytes, tx_bytes; /* payload bytes in and out, wasted too */
   bool joined, done;
   uint64_t s3_bytes;
-  /* The dial queue (dialq.c): nodes the tracker named, the latest first. */
-  uint32_t dq[PEER_DIALQ_MAX];
-  double dq_named[PEER_DIALQ_MAX], dq_next[PEER_DIALQ_MAX];
-  uint32_t ndq;
 } sim_node_t;
 
 enum { SIM_FLOW_PEER, SIM_FLOW_ORIGIN };
@@ -351,14 +346,8 @@ bool sim_req_drop(sim_t *s, uint32_t conn, uint32_t chunk, bool cancel);
 bool sim_conn_live(const sim_conn_t *c, uint32_t g);
 
 /* sim_nbr.c */
-bool sim_node_dial(sim_t *s, uint32_t from, uint32_t to);
+void sim_node_dial(sim_t *s, uint32_t from, uint32_t to);
 bool sim_room_dial(sim_t *s, uint32_t node);
-/* swarm_on_peers: the tracker named peers (in its order); they are
- * dialed while the dial share and the slots allow, and kept in the dial
- * queue for the tick (dialq.c). */
-void sim_dialq_offer(sim_t *s, uint32_t node, const uint32_t *peers,
-                     uint32_t n);
-void sim_dialq_run(sim_t *s, uint32_t node);
 void sim_on_conn_up(sim_t *s, uint32_t conn);
 void sim_on_tick(sim_t *s, uint32_t node);
 /* The client of c learns that c's server has (live: is fetching) chunk g

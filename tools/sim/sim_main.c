@@ -60,8 +60,7 @@ static void usage(FILE *out) {
       "  --forward-piece-kib P  a chunk arriving is servable onwards in\n"
       "                     buffers of P KiB (%u)\n"
       "  --no-forward       serve as they arrive only chunks from S3\n"
-      "  --no-deadlines     no progress deadlines or request timeouts\n"
-      "  --no-dial-queue    dial only the peers of a reply, at the reply\n",
+      "  --no-deadlines     no progress deadlines or request timeouts\n",
       PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
       PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u);
 }
@@ -84,8 +83,6 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->pol.forward = false;
   else if (strcmp(a, "--no-deadlines") == 0)
     c->pol.deadlines = false;
-  else if (strcmp(a, "--no-dial-queue") == 0)
-    c->pol.dial_queue = false;
   else if (strcmp(a, "--no-frame-queue") == 0)
     c->frame_queue = false;
   else
@@ -227,9 +224,8 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                   .max_nbrs = PEER_MAX_NEIGHBORS_DEFAULT,
                   .dial_share = PEER_NBR_DIAL_SHARE,
                   .piece_kib = PEER_BUF_BYTES / 1024.0};
-  *c = (sim_cfg_t){
-      .frame_queue = true,
-      .pol = {.forward = true, .deadlines = true, .dial_queue = true}};
+  *c = (sim_cfg_t){.frame_queue = true,
+                   .pol = {.forward = true, .deadlines = true}};
   for (int i = 1; i < argc; i++) {
     const char *name = argv[i];
     if (flag(name, c))

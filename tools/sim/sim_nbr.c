@@ -12,12 +12,7 @@
  * every slot taken closes its idlest neighbour if one is idle, else lends
  * a spare slot, else refuses (the dialer keeps it anyway while it has
  * dialed fewer than PEER_NBR_DIALED_MIN). The tick closes idle neighbours
- * while more than --max-neighbors are up. The dial queue re-states
- * dialq.c: the names of each reply go to the front of a queue of
- * PEER_DIALQ_MAX (dropped when not named for PEER_DIALQ_TTL_MS), and the
- * reply and every tick dial from it while there is room to dial, each
- * again only after PEER_DIALQ_REDIAL_MS (--no-dial-queue: only a reply's
- * names are dialed, at the reply).
+ * while more than --max-neighbors are up.
  *
  * Deadlines re-state neighbor_deadline.c: a chunk from a neighbour must be
  * whole by PEER_CHUNK_GRACE_MS + len / PEER_CHUNK_FLOOR_BPS from its
@@ -274,13 +269,13 @@ bool sim_room_dial(sim_t *s, uint32_t node) {
          n->ndialed < PEER_NBR_DIALED_MIN;
 }
 
-bool sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
+void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
   const sim_node_t *a = &s->nodes[from];
   if (from == to)
-    return false;
+    return;
   for (uint32_t k = 0; k < a->nconn; k++)
     if (s->conns[a->conns[k]].server == to)
-      return false; /* known (peer_neighbors_knows) */
+      return; /* known (peer_neighbors_knows) */
   /* Made in pairs only, ids 2k and 2k + 1 (sim_conn_rev). */
   uint32_t c1 = conn_new(s, from, to);
   uint32_t c2 = conn_new(s, to, from);
@@ -292,62 +287,6 @@ bool sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
   s->dials++;
   /* TCP's handshake, then HELLO and AUTH both ways. */
   sim_ev_push(s, s->now + 2 * s->cfg.rtt_s, EV_CONN_UP, c1, 0, 0);
-  return true;
-}
-
-/* peer_dialq_offer and peer_dialq_run re-stated. */
-static void dialq_expire(sim_node_t *n, double now) {
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < n->ndq; i++) {
-    if (now - n->dq_named[i] <= ms(PEER_DIALQ_TTL_MS)) {
-      n->dq[k] = n->dq[i];
-      n->dq_named[k] = n->dq_named[i];
-      n->dq_next[k++] = n->dq_next[i];
-    }
-  }
-  n->ndq = k;
-}
-
-void sim_dialq_offer(sim_t *s, uint32_t node, const uint32_t *peers,
-                     uint32_t n) {
-  sim_node_t *a = &s->nodes[node];
-  if (!s->cfg.pol.dial_queue) {
-    for (uint32_t i = 0; i < n && sim_room_dial(s, node); i++)
-      (void)sim_node_dial(s, node, peers[i]);
-    return;
-  }
-  for (uint32_t k = n; k-- > 0;) {
-    if (peers[k] == node)
-      continue;
-    uint32_t i = 0;
-    while (i < a->ndq && a->dq[i] != peers[k])
-      i++;
-    double next = 0;
-    if (i < a->ndq)
-      next = a->dq_next[i];
-    else if (a->ndq < PEER_DIALQ_MAX)
-      i = a->ndq++;
-    else
-      i = a->ndq - 1;
-    memmove(&a->dq[1], &a->dq[0], i * sizeof(a->dq[0]));
-    memmove(&a->dq_named[1], &a->dq_named[0], i * sizeof(a->dq_named[0]));
-    memmove(&a->dq_next[1], &a->dq_next[0], i * sizeof(a->dq_next[0]));
-    a->dq[0] = peers[k];
-    a->dq_named[0] = s->now;
-    a->dq_next[0] = next;
-  }
-  sim_dialq_run(s, node);
-}
-
-void sim_dialq_run(sim_t *s, uint32_t node) {
-  sim_node_t *a = &s->nodes[node];
-  dialq_expire(a, s->now);
-  for (uint32_t i = 0; i < a->ndq && sim_room_dial(s, node); i++) {
-    if (a->dq_next[i] > s->now)
-      continue;
-    if (sim_node_dial(s, node, a->dq[i]))
-      a->dq_next[i] = s->now + ms(PEER_DIALQ_REDIAL_MS);
-  }
 }
 
 /* conn_on_ready's slot check for node: true when it keeps the new
@@ -499,8 +438,6 @@ void sim_on_tick(sim_t *s, uint32_t node) {
     conn_close(s, v);
     s->replaced++;
   }
-  if (s->cfg.pol.dial_queue)
-    sim_dialq_run(s, node); /* refused dials replaced (dialq.c) */
-  sim_node_fill(s, node);   /* busy neighbours askable again */
+  sim_node_fill(s, node); /* busy neighbours askable again */
   sim_origin_kick(s, node);
 }

@@ -92,11 +92,9 @@ uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
     return 0; /* refused (rate limit): the next one */
   if (join)
     n->joined = true;
-  /* swarm_on_peers (sim_nbr.c). */
-  uint32_t named[TRK_REPLY_PEERS_MAX];
-  for (uint32_t i = 0; i < r.npeers; i++)
-    named[i] = node_of(r.peers[i]);
-  sim_dialq_offer(s, node, named, r.npeers);
+  /* swarm_on_peers: dial while the dial share and the slots allow. */
+  for (uint32_t i = 0; i < r.npeers && sim_room_dial(s, node); i++)
+    sim_node_dial(s, node, node_of(r.peers[i]));
   if (n->joined && !n->done)
     apply_leases(s, node, &r);
   uint32_t iv = r.interval_ms;
