@@ -405,7 +405,8 @@ static void conn_refuse(peer_neighbor_t *n, int bye) {
     wire_conn_goodbye(n->c, (ws_bye_reason_t)bye);
 }
 
-/* Refused for want of room (why: for the log), said in a GOODBYE. */
+/* Refused for want of room, or as a duplicate (why: for the log), said
+ * in a GOODBYE. */
 static void conn_refuse_room(peer_neighbor_t *n, const char *why) {
   n->set->ctx->counters.peers_refused++;
   WS_LOGD("nbr#%llu %s at %s: refused: %s", (unsigned long long)n->id,
