@@ -142,10 +142,10 @@ struct peer_neighbor_s {
   uint64_t busy_until_ms; /* it said busy, or benched (missed a deadline) */
   uint32_t misses;        /* deadlines missed since its last chunk */
   uint64_t useful_ms;     /* ready, or a chunk/manifest byte either way */
-  /* Refused one of our upload slots (busy), last at wait_last_ms, and not
-   * given one since (upload.c). */
+  /* Refused one of our upload slots (busy) since wait_since_ms, last at
+   * wait_last_ms, and not given one since (upload.c). */
   bool waiting;
-  uint64_t wait_last_ms;
+  uint64_t wait_since_ms, wait_last_ms;
   /* Time its reads were held by us (--download-rate, no buffer): not its
    * fault, so progress deadlines do not count it. */
   uint64_t paused_ms, paused_since_ms;
@@ -273,10 +273,14 @@ int peer_neighbors_other_holds(const peer_neighbors_t *set,
                                const peer_neighbor_t *n, const uint8_t *digest,
                                uint32_t g);
 /* n was refused one of our upload slots (busy) at now_ms: it waits for
- * one (n->waiting ends when it gets one), and a neighbour refused within
- * PEER_NBR_IDLE_MS is not idle (peer_neighbor_idle): it is not closed to
- * make room while it waits. */
+ * one, in turn from its first refusal; n->waiting ends when it gets one.
+ * A waiting neighbour is not idle (peer_neighbor_idle). */
 void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms);
+/* 1 when a free upload slot is owed to another ready neighbour, not n:
+ * one that has waited longer than n (n not waiting: at all) and was last
+ * refused within PEER_SLOT_HOLD_MS, so it may be back for it. Without
+ * this a freed slot went to whichever request came first. */
+int peer_neighbors_slot_owed(const peer_neighbor_t *n, uint64_t now_ms);
 /* The ready neighbour idle longest among the idle ones, or NULL. */
 peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under

@@ -220,7 +220,8 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   uint64_t now = uv_now(u->ctx->loop);
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
-    bool room = u->uploads < upload_cap(n);
+    bool owed = peer_neighbors_slot_owed(n, now);
+    bool room = u->uploads < upload_cap(n) && !owed;
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
         !room && n->nups > 0)
@@ -234,15 +235,16 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       n->waiting = false;
       peer_upload_chunk_start(u, n, &q.r);
     } else {
-      /* Every upload slot is taken: refuse the whole queue rather than
-       * hold requests whose senders could ask someone idle; slots that do
-       * not drain are now taken back sooner (peer_upload_tick). n waits
-       * for a slot: it is not idle meanwhile. */
+      /* Every upload slot is taken (or owed): refuse the whole queue
+       * rather than hold requests whose senders could ask someone idle;
+       * slots that do not drain are now taken back sooner
+       * (peer_upload_tick). n is now owed a slot in its turn. */
       u->contended_ms = now;
-      WS_LOGD("nbr#%llu %s: chunk %u refused busy: every upload slot taken "
-              "(%u of %u)",
-              (unsigned long long)n->id, n->node_id, q.r.chunk, u->uploads,
-              upload_cap(n));
+      WS_LOGD("nbr#%llu %s: chunk %u refused busy: %s (%u of %u slots)",
+              (unsigned long long)n->id, n->node_id, q.r.chunk,
+              u->uploads < upload_cap(n) ? "a slot is owed to another"
+                                         : "every upload slot taken",
+              u->uploads, upload_cap(n));
       peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);

@@ -15,7 +15,6 @@
  *   connections, up to PEER_NBR_DIALED_MIN dialed ones;
  * - with room, a node dials no more than 1/PEER_NBR_DIAL_SHARE of its
  *   slots: the others are for the nodes that dial it;
- * - a neighbour waiting for one of our upload slots is not idle;
  * - a node is its id at its address: the same id from another address is
  *   another node (neither found nor "known" as the first).
  */
@@ -184,28 +183,46 @@ static void test_dial_share(void **state) {
   sfx_teardown(s);
 }
 
-/* A neighbour refused an upload slot (busy) waits for one and is not idle
- * meanwhile: it is not the one closed to make room. It is idle again once
- * it got a slot, or PEER_NBR_IDLE_MS after its last refusal. Fails on the
- * rule before (a waiter was idle, and the nodes it waited on closed it). */
-static void test_slot_waiter_not_idle(void **state) {
+/* Upload slots go in turn: a free slot is kept for the neighbour refused
+ * one first while it may be back for it, and a neighbour waiting for one
+ * is not idle. Fails on the first-come rule (nothing owed, the waiter
+ * idle and evicted). */
+static void test_upload_slot_in_turn(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec, 1);
   sfx_nbr_t *a = sfx_neighbor(s, "a", 0);
+  sfx_nbr_t *b = sfx_neighbor(s, "b", 0);
   sfx_nbr_t *c = sfx_neighbor(s, "c", 0);
   uint64_t now = uv_now(&s->fx.loop) + 10 * PEER_NBR_IDLE_MS;
-  a->n.useful_ms = c->n.useful_ms = now - PEER_NBR_IDLE_MS;
-  assert_true(peer_neighbor_idle(&a->n, now));
-  peer_neighbor_slot_wait(&a->n, now - 100);
-  assert_true(a->n.waiting);
+  a->n.useful_ms = b->n.useful_ms = c->n.useful_ms = now - PEER_NBR_IDLE_MS;
+  /* Nobody waits: nothing is owed. */
+  assert_int_equal(peer_neighbors_slot_owed(&c->n, now), 0);
+  /* a is refused first, b later: a slot that frees is a's. */
+  peer_neighbor_slot_wait(&a->n, now - 200);
+  peer_neighbor_slot_wait(&b->n, now - 100);
+  assert_int_equal(peer_neighbors_slot_owed(&c->n, now), 1);
+  assert_int_equal(peer_neighbors_slot_owed(&b->n, now), 1);
+  assert_int_equal(peer_neighbors_slot_owed(&a->n, now), 0);
+  /* Refused again, a keeps its place in the line. */
+  peer_neighbor_slot_wait(&a->n, now);
+  assert_int_equal(a->n.wait_since_ms, now - 200);
+  assert_int_equal(peer_neighbors_slot_owed(&b->n, now), 1);
+  /* Waiting is not idle; without the wait they are. */
   assert_false(peer_neighbor_idle(&a->n, now));
+  assert_false(peer_neighbor_idle(&b->n, now));
   assert_true(peer_neighbor_idle(&c->n, now));
   assert_ptr_equal(peer_neighbors_idlest(&s->set, now), &c->n);
-  /* Not refused again for PEER_NBR_IDLE_MS: idle again. */
-  assert_true(peer_neighbor_idle(&a->n, now - 100 + PEER_NBR_IDLE_MS));
-  /* It got a slot: no longer waiting. */
+  /* a got its slot: b is next. */
   a->n.waiting = false;
-  assert_true(peer_neighbor_idle(&a->n, now));
+  assert_int_equal(peer_neighbors_slot_owed(&c->n, now), 1);
+  assert_int_equal(peer_neighbors_slot_owed(&b->n, now), 0);
+  /* b did not come back within PEER_SLOT_HOLD_MS: nothing is kept. */
+  uint64_t later = now - 100 + PEER_SLOT_HOLD_MS + 1;
+  assert_int_equal(peer_neighbors_slot_owed(&c->n, later), 0);
+  /* A closing waiter is owed nothing. */
+  b->n.state = PEER_NEIGHBOR_CLOSING;
+  assert_int_equal(peer_neighbors_slot_owed(&c->n, now), 0);
+  b->n.state = PEER_NEIGHBOR_READY;
   sfx_teardown(s);
 }
 
@@ -234,7 +251,7 @@ int main(void) {
       cmocka_unit_test(test_other_holder),
       cmocka_unit_test(test_dialed_slots),
       cmocka_unit_test(test_dial_share),
-      cmocka_unit_test(test_slot_waiter_not_idle),
+      cmocka_unit_test(test_upload_slot_in_turn),
       cmocka_unit_test(test_identity_is_id_at_address),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
