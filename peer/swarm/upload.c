@@ -242,8 +242,7 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       u->contended_ms = now;
       WS_LOGD("nbr#%llu %s: chunk %u refused busy: %s (%u of %u slots)",
               (unsigned long long)n->id, n->node_id, q.r.chunk,
-              u->uploads < upload_cap(n) ? "a slot is owed to another"
-                                         : "every upload slot taken",
+              owed ? "a slot is owed to another" : "every upload slot taken",
               u->uploads, upload_cap(n));
       peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
