@@ -244,15 +244,17 @@ void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms) {
 
 /* ---- the set ------------------------------------------------------------ */
 
-int peer_neighbors_slot_owed(const peer_neighbor_t *n, uint64_t now_ms) {
+uint32_t peer_neighbors_seats_owed(const peer_neighbor_t *n, uint64_t now_ms) {
+  uint32_t owed = 0;
   for (const peer_neighbor_t *o = n->set->head; o != NULL; o = o->next) {
-    if (o == n || !o->waiting || o->state != PEER_NEIGHBOR_READY ||
+    if (o == n || !o->waiting || o->in_line ||
+        o->state != PEER_NEIGHBOR_READY ||
         now_ms - o->wait_last_ms > PEER_SLOT_HOLD_MS)
       continue;
     if (!n->waiting || o->wait_since_ms < n->wait_since_ms)
-      return 1;
+      owed++;
   }
-  return 0;
+  return owed;
 }
 
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,

@@ -146,6 +146,7 @@ struct peer_neighbor_s {
    * wait_last_ms, and not given one since (upload.c). */
   bool waiting;
   uint64_t wait_since_ms, wait_last_ms;
+  bool in_line; /* waits in our upload line (upload_line.h) */
   /* Time its reads were held by us (--download-rate, no buffer): not its
    * fault, so progress deadlines do not count it. */
   uint64_t paused_ms, paused_since_ms;
@@ -276,11 +277,11 @@ int peer_neighbors_other_holds(const peer_neighbors_t *set,
  * one, in turn from its first refusal; n->waiting ends when it gets one.
  * A waiting neighbour is not idle (peer_neighbor_idle). */
 void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms);
-/* 1 when a free upload slot is owed to another ready neighbour, not n:
- * one that has waited longer than n (n not waiting: at all) and was last
- * refused within PEER_SLOT_HOLD_MS, so it may be back for it. Without
- * this a freed slot went to whichever request came first. */
-int peer_neighbors_slot_owed(const peer_neighbor_t *n, uint64_t now_ms);
+/* Seats of our upload line (upload_line.h) kept from n: ready neighbours
+ * not in the line that have waited longer than n (n not waiting: at all)
+ * and were last refused within PEER_SLOT_HOLD_MS, so they may be back.
+ * Without this a freed seat went to whichever request came first. */
+uint32_t peer_neighbors_seats_owed(const peer_neighbor_t *n, uint64_t now_ms);
 /* The ready neighbour idle longest among the idle ones, or NULL. */
 peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under
