@@ -142,18 +142,6 @@
 #define PEER_SERVE_FILE_PIECES 2u
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
-/* Neighbours waiting in our upload line (upload_line.h), their requests
- * kept, for the next slot to free: as many as there are slots, so the
- * last waits about one chunk's upload time. */
-#define PEER_UPLOAD_LINE_MAX PEER_UPLOADS_MAX
-/* A free seat in that line is kept for the neighbour refused one longest,
- * for PEER_SLOT_HOLD_MS after its last refusal (it asks again after
- * PEER_BUSY_RETRY_MS): whoever asked first got it, and in 48-node runs a
- * node lost every such race for 20 s, received nothing and was closed as
- * idle by the neighbours it waited on. (Session 15 kept a free slot
- * itself, which left slots idle while the owed neighbour asked elsewhere;
- * a slot is never kept now.) */
-#define PEER_SLOT_HOLD_MS (2u * PEER_BUSY_RETRY_MS)
 /* A REJECT "not held" (or "release unknown") hides that chunk of that
  * neighbour for at least this long; then it may be asked again. Forgetting
  * it for good left a chunk with no source at all when the refusal was

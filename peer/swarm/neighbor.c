@@ -236,26 +236,11 @@ int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms) {
 }
 
 void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms) {
-  if (!n->waiting)
-    n->wait_since_ms = now_ms;
   n->waiting = true;
   n->wait_last_ms = now_ms;
 }
 
 /* ---- the set ------------------------------------------------------------ */
-
-uint32_t peer_neighbors_seats_owed(const peer_neighbor_t *n, uint64_t now_ms) {
-  uint32_t owed = 0;
-  for (const peer_neighbor_t *o = n->set->head; o != NULL; o = o->next) {
-    if (o == n || !o->waiting || o->in_line ||
-        o->state != PEER_NEIGHBOR_READY ||
-        now_ms - o->wait_last_ms > PEER_SLOT_HOLD_MS)
-      continue;
-    if (!n->waiting || o->wait_since_ms < n->wait_since_ms)
-      owed++;
-  }
-  return owed;
-}
 
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,
                                            const char *node_id,

@@ -142,11 +142,10 @@ struct peer_neighbor_s {
   uint64_t busy_until_ms; /* it said busy, or benched (missed a deadline) */
   uint32_t misses;        /* deadlines missed since its last chunk */
   uint64_t useful_ms;     /* ready, or a chunk/manifest byte either way */
-  /* Refused one of our upload slots (busy) since wait_since_ms, last at
-   * wait_last_ms, and not given one since (upload.c). */
+  /* Refused one of our upload slots (busy), last at wait_last_ms, and not
+   * given one since (upload.c). */
   bool waiting;
-  uint64_t wait_since_ms, wait_last_ms;
-  bool in_line; /* waits in our upload line (upload_line.h) */
+  uint64_t wait_last_ms;
   /* Time its reads were held by us (--download-rate, no buffer): not its
    * fault, so progress deadlines do not count it. */
   uint64_t paused_ms, paused_since_ms;
@@ -274,14 +273,10 @@ int peer_neighbors_other_holds(const peer_neighbors_t *set,
                                const peer_neighbor_t *n, const uint8_t *digest,
                                uint32_t g);
 /* n was refused one of our upload slots (busy) at now_ms: it waits for
- * one, in turn from its first refusal; n->waiting ends when it gets one.
- * A waiting neighbour is not idle (peer_neighbor_idle). */
+ * one; n->waiting ends when it gets one. A waiting neighbour is not idle
+ * (peer_neighbor_idle). No slot is kept for it: the next free one goes to
+ * whoever asks first (docs/benchmarks.md, session 17). */
 void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms);
-/* Seats of our upload line (upload_line.h) kept from n: ready neighbours
- * not in the line that have waited longer than n (n not waiting: at all)
- * and were last refused within PEER_SLOT_HOLD_MS, so they may be back.
- * Without this a freed seat went to whichever request came first. */
-uint32_t peer_neighbors_seats_owed(const peer_neighbor_t *n, uint64_t now_ms);
 /* The ready neighbour idle longest among the idle ones, or NULL. */
 peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under

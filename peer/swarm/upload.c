@@ -4,10 +4,9 @@
  * The queue starts, with nothing streaming, the first manifest or held
  * chunk; beside uploads to a "mux" neighbour, a held chunk when none of
  * them is one, else a chunk arriving from S3. A manifest goes alone. When
- * every upload slot over all neighbours is taken, a neighbour with none
- * waits in the upload line (upload_line.h) for the next to free; with no
- * seat there its whole queue is refused (REJECT busy) rather than held
- * while its senders could ask someone idle.
+ * every upload slot over all neighbours is taken, the whole queue is
+ * refused (REJECT busy) rather than held while its senders could ask
+ * someone idle.
  *
  * Owns: the manifest copies being sent. Thread: loop thread.
  */
@@ -135,6 +134,7 @@ void peer_upload_request(peer_uploads_t *u, peer_neighbor_t *n, uint8_t type,
 
 void peer_upload_cancel(peer_uploads_t *u, peer_neighbor_t *n,
                         const ws_request_t *r) {
+  (void)u;
   if (peer_upload_chunk_cancel(n, r))
     return;
   for (uint32_t k = 0; k < n->sq_len; k++) {
@@ -147,8 +147,6 @@ void peer_upload_cancel(peer_uploads_t *u, peer_neighbor_t *n,
         n->sq[(n->sq_head + m) % PEER_SERVE_QUEUE_MAX] =
             n->sq[(n->sq_head + m + 1) % PEER_SERVE_QUEUE_MAX];
       n->sq_len--;
-      if (n->sq_len == 0)
-        peer_upload_line_leave(&u->line, n); /* nothing left to wait for */
       return;
     }
   }
@@ -216,27 +214,17 @@ static unsigned upload_cap(const peer_neighbor_t *n) {
                       : PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE;
 }
 
-/* Starts what n's queue allows now. A neighbour we upload nothing to that
- * finds every slot taken waits in the line, its queue kept; one with no
- * seat there is refused, its whole queue, rather than held while its
- * senders could ask someone idle. */
+/* Starts what n's queue allows now. */
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
   uint64_t now = uv_now(u->ctx->loop);
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
-    bool room =
-        u->uploads < upload_cap(n) && peer_upload_line_turn(&u->line, n);
+    bool room = u->uploads < upload_cap(n);
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
-        !room) {
-      if (n->nups > 0)
-        break; /* the next of its own to end makes room */
-      if (peer_upload_line_join(&u->line, n, now)) {
-        u->contended_ms = now;
-        break; /* the line's turn comes (upload_line_run) */
-      }
-    }
+        !room && n->nups > 0)
+      break; /* the next to end makes room */
     peer_upload_req_t q = upload_queue_take(n, (uint32_t)k);
     if (q.type == WS_MSG_MANIFEST_REQ) {
       upload_manifest(u, n, &q.r);
@@ -244,24 +232,24 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       if (n->nups == 0)
         n->tx_ms = now; /* its write clock starts */
       n->waiting = false;
-      peer_upload_line_leave(&u->line, n);
       peer_upload_chunk_start(u, n, &q.r);
     } else {
-      /* Every slot taken and no seat in the line: slots that do not drain
-       * are taken back sooner (peer_upload_tick); n is owed a seat in its
-       * turn (peer_neighbors_seats_owed). */
+      /* Every upload slot is taken: refuse the whole queue rather than
+       * hold requests whose senders could ask someone idle; slots that do
+       * not drain are now taken back sooner (peer_upload_tick). A free
+       * slot is never kept for a neighbour refused before: it went to ask
+       * others, and the slot sat idle while everyone else was refused
+       * (docs/benchmarks.md, session 17). */
       u->contended_ms = now;
-      WS_LOGD("nbr#%llu %s: chunk %u refused busy: no seat in the upload "
-              "line (%u waiting, %u of %u slots taken)",
-              (unsigned long long)n->id, n->node_id, q.r.chunk, u->line.len,
-              u->uploads, upload_cap(n));
+      WS_LOGD("nbr#%llu %s: chunk %u refused busy: every upload slot taken "
+              "(%u of %u slots)",
+              (unsigned long long)n->id, n->node_id, q.r.chunk, u->uploads,
+              upload_cap(n));
       peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);
     }
   }
-  if (n->sq_len == 0 || n->state != PEER_NEIGHBOR_READY)
-    peer_upload_line_leave(&u->line, n); /* nothing left to wait for */
 }
 
 int peer_upload_tick(peer_uploads_t *u, peer_neighbor_t *n, uint64_t now_ms) {
@@ -291,8 +279,8 @@ int peer_upload_tick(peer_uploads_t *u, peer_neighbor_t *n, uint64_t now_ms) {
   return 1;
 }
 
-/* Runs n's queue; an upload that ends inside calls back here: loop. */
-static void upload_serve(peer_uploads_t *u, peer_neighbor_t *n) {
+void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n) {
+  /* An upload that ends inside calls back here: loop instead. */
   if (n->serving) {
     n->serve_again = true;
     return;
@@ -308,33 +296,9 @@ static void upload_serve(peer_uploads_t *u, peer_neighbor_t *n) {
   n->serving = false;
 }
 
-/* A slot is free: it is the line's head's. A head that cannot take it now
- * (a manifest on its way to it, its connection going) leaves the line. */
-static void upload_line_run(peer_uploads_t *u) {
-  peer_neighbor_t *h;
-  if (u->line_running)
-    return;
-  u->line_running = true;
-  while (u->uploads < PEER_UPLOADS_MAX &&
-         (h = peer_upload_line_head(&u->line)) != NULL) {
-    upload_serve(u, h);
-    if (peer_upload_line_head(&u->line) == h) {
-      if (h->serving)
-        break; /* its own pass, under way, starts it */
-      peer_upload_line_leave(&u->line, h);
-    }
-  }
-  u->line_running = false;
-}
-
-void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n) {
-  upload_line_run(u);
-  upload_serve(u, n);
-}
-
 void peer_upload_detach(peer_uploads_t *u, peer_neighbor_t *n) {
+  (void)u;
   n->sq_len = 0;
-  peer_upload_line_leave(&u->line, n);
   peer_upload_chunk_detach(n);
 }
 

@@ -5,9 +5,7 @@
  * Each neighbour has a queue of at most PEER_SERVE_QUEUE_MAX requests and
  * one upload streaming at a time (wire_conn carries one payload at a time);
  * uploads over all neighbours are capped at PEER_UPLOADS_MAX, beyond which
- * a neighbour with none waits in a line of PEER_UPLOAD_LINE_MAX for the
- * next slot (upload_line.h), and with no seat there gets REJECT busy with
- * a retry time; the last PEER_UPLOADS_SPARE
+ * requests get REJECT busy with a retry time; the last PEER_UPLOADS_SPARE
  * go only to a neighbour with none, and a neighbour that holds slots and
  * does not read is closed (peer_upload_tick). To a neighbour whose BITFIELD
  * said "mux", every chunk goes as CHUNK pieces, and up to WS_MUX_MAX
@@ -34,7 +32,6 @@
 #include "swarm/neighbor.h"
 #include "swarm/rate.h"
 #include "swarm/swarm_release.h"
-#include "swarm/upload_line.h"
 
 typedef struct peer_upload_s peer_upload_t;
 
@@ -46,9 +43,7 @@ typedef struct peer_uploads_s {
   unsigned uploads;        /* chunk uploads streaming */
   unsigned mani_sends;     /* manifests being sent */
   unsigned alive;          /* upload objects not yet freed (shutdown) */
-  uint64_t contended_ms;   /* a request last waited or was refused for a slot */
-  peer_upload_line_t line; /* who gets the next free slot */
-  bool line_running;
+  uint64_t contended_ms;   /* a request was last refused for want of a slot */
   bool stopping;
   /* An upload of n ended: its queue moves on (upload_chunk.c calls it;
    * peer_upload_next). */

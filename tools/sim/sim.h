@@ -42,6 +42,8 @@
 #define SIM_PENDING (UINT32_MAX - 1u)
 /* Bound of --pipeline-depth (the per-neighbour request array). */
 #define SIM_DEPTH_MAX 64u
+/* Upload line seats a node may be given (--upload-line). */
+#define SIM_LINE_MAX 16u
 
 /* The peer policy an experimenter may vary (docs/scale.md, options);
  * every default is p2pd's constant. */
@@ -50,6 +52,7 @@ typedef struct {
   uint32_t depth;         /* PEER_PIPELINE_DEPTH: per neighbour */
   uint32_t uploads_max;   /* PEER_UPLOADS_MAX */
   uint32_t uploads_spare; /* PEER_UPLOADS_SPARE */
+  uint32_t line_max;      /* upload line: an experiment, 0 in p2pd */
   uint32_t max_nbrs;      /* PEER_MAX_NEIGHBORS_DEFAULT (--max-neighbors) */
   uint32_t dial_share;    /* PEER_NBR_DIAL_SHARE (1: dial every slot) */
   double piece_bytes;     /* PEER_BUF_BYTES: bytes become servable onwards
@@ -142,6 +145,9 @@ typedef struct {
   sim_fetch_t fetch[PEER_S3_CONCURRENCY_DEFAULT];
   uint32_t nfetch;
   uint32_t uploads;
+  /* Server connections waiting for the next free slot (--upload-line). */
+  uint32_t line[SIM_LINE_MAX];
+  uint32_t line_len;
   double lead_s; /* moving average S3 time to first byte */
   double rx_Bps; /* typical rate of chunks from neighbours (deadlines) */
   double start_s, done_s, last_rx_s;
@@ -321,6 +327,8 @@ double sim_frame_at(sim_t *s, uint32_t conn);
 double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c);
 void sim_on_req(sim_t *s, uint32_t conn, uint32_t chunk);
 void sim_on_cancel(sim_t *s, uint32_t conn, uint32_t chunk);
+/* Server connection conn leaves its node's upload line, if in it. */
+void sim_node_line_leave(sim_t *s, uint32_t conn);
 void sim_on_reject(sim_t *s, uint32_t conn, uint32_t chunk, bool busy);
 void sim_on_header(sim_t *s, uint32_t conn, uint32_t chunk, uint32_t flow,
                    uint32_t version);

@@ -55,6 +55,8 @@ static void usage(FILE *out) {
       "  --pipeline-depth D requests in flight per neighbour (%u)\n"
       "  --uploads-max U    upload slots per node (%u)\n"
       "  --uploads-spare S  of them, for a neighbour holding none (%u)\n"
+      "  --upload-line L    neighbours with no slot that wait for the next\n"
+      "                     instead of a REJECT busy (0, as p2pd)\n"
       "  --max-neighbors M  neighbour slots (%u)\n"
       "  --dial-share K     a node dials M / K of them (%u; 1: all)\n"
       "  --forward-piece-kib P  a chunk arriving is servable onwards in\n"
@@ -95,7 +97,8 @@ typedef struct {
   double nodes, rate, up, down, origin, size_mib, shards, shard_mib;
   double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
   double goodput, spread_ms, max_time_s, seed, sample_ms;
-  double reqs_max, depth, uploads_max, uploads_spare, max_nbrs, dial_share;
+  double reqs_max, depth, uploads_max, uploads_spare, line_max, max_nbrs,
+      dial_share;
   double piece_kib, origin_inflight;
 } sim_args_t;
 
@@ -128,6 +131,7 @@ static const struct {
     ARG("--pipeline-depth", depth),
     ARG("--uploads-max", uploads_max),
     ARG("--uploads-spare", uploads_spare),
+    ARG("--upload-line", line_max),
     ARG("--max-neighbors", max_nbrs),
     ARG("--dial-share", dial_share),
     ARG("--forward-piece-kib", piece_kib),
@@ -140,15 +144,17 @@ static int check(const sim_cfg_t *c) {
   const sim_policy_t *p = &c->pol;
   if (p->reqs_max < 1 || p->depth < 1 || p->depth > SIM_DEPTH_MAX ||
       p->uploads_max < 1 || p->uploads_spare >= p->uploads_max ||
-      p->max_nbrs < 1 || p->max_nbrs > PEER_MAX_NEIGHBORS_MAX ||
-      p->dial_share < 1 || c->sample_s < 0.001 ||
-      c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX) {
+      p->line_max > SIM_LINE_MAX || p->max_nbrs < 1 ||
+      p->max_nbrs > PEER_MAX_NEIGHBORS_MAX || p->dial_share < 1 ||
+      c->sample_s < 0.001 || c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX) {
     fprintf(stderr,
             "ws-sim: need --reqs-max >= 1, --pipeline-depth 1..%u, "
-            "--uploads-spare < --uploads-max, --max-neighbors 1..%u, "
+            "--uploads-spare < --uploads-max, --upload-line 0..%u, "
+            "--max-neighbors 1..%u, "
             "--dial-share >= 1, --sample-ms >= 1, --origin-inflight "
             "0..%u\n",
-            SIM_DEPTH_MAX, PEER_MAX_NEIGHBORS_MAX, TRK_ORIGIN_INFLIGHT_MAX);
+            SIM_DEPTH_MAX, SIM_LINE_MAX, PEER_MAX_NEIGHBORS_MAX,
+            TRK_ORIGIN_INFLIGHT_MAX);
     return -1;
   }
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
@@ -192,6 +198,7 @@ static int apply(const sim_args_t *a, sim_cfg_t *c) {
   c->pol.depth = (uint32_t)a->depth;
   c->pol.uploads_max = (uint32_t)a->uploads_max;
   c->pol.uploads_spare = (uint32_t)a->uploads_spare;
+  c->pol.line_max = (uint32_t)a->line_max;
   c->pol.max_nbrs = (uint32_t)a->max_nbrs;
   c->pol.dial_share = (uint32_t)a->dial_share;
   c->pol.piece_bytes = a->piece_kib * 1024.0;

@@ -219,6 +219,7 @@ static void conn_drop_dir(sim_t *s, uint32_t cid) {
   while (c->nreqs > 0)
     (void)sim_req_drop(s, cid, c->reqs[c->nreqs - 1u], false);
   c->sq_len = 0;
+  sim_node_line_leave(s, cid);
   while (c->nups > 0)
     sim_download_fail(s, c->ups[c->nups - 1u], SIM_FAIL_CLOSED);
   if (was_up) {

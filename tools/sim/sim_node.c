@@ -359,23 +359,74 @@ double sim_frame_at(sim_t *s, uint32_t cid) {
   return at;
 }
 
+/* --upload-line, an experiment p2pd does not run (docs/scale.md, session
+ * 17): a neighbour with no upload that finds every slot taken waits, its
+ * requests kept, for the next slot to free, up to line_max of them; then
+ * REJECT busy. */
+static bool line_has(const sim_node_t *srv, uint32_t cid) {
+  for (uint32_t k = 0; k < srv->line_len; k++) {
+    if (srv->line[k] == cid)
+      return true;
+  }
+  return false;
+}
+
+static bool line_join(const sim_t *s, sim_node_t *srv, uint32_t cid) {
+  if (line_has(srv, cid))
+    return true;
+  if (srv->line_len >= s->cfg.pol.line_max)
+    return false;
+  srv->line[srv->line_len++] = cid;
+  return true;
+}
+
+void sim_node_line_leave(sim_t *s, uint32_t cid) {
+  sim_node_t *srv = &s->nodes[s->conns[cid].server];
+  for (uint32_t k = 0; k < srv->line_len; k++) {
+    if (srv->line[k] != cid)
+      continue;
+    memmove(srv->line + k, srv->line + k + 1,
+            (srv->line_len - k - 1u) * sizeof(uint32_t));
+    srv->line_len--;
+    return;
+  }
+}
+
 /* upload_queue_run (upload.c). */
 static void queue_run(sim_t *s, uint32_t cid) {
   sim_conn_t *c = &s->conns[cid];
   int k;
   while (c->up && c->sq_len > 0 && (k = queue_choose(s, c)) >= 0) {
-    const sim_node_t *srv = &s->nodes[c->server];
-    if (srv->uploads >= upload_cap(s, c) && c->nups > 0)
-      break; /* the next to end makes room */
+    sim_node_t *srv = &s->nodes[c->server];
+    bool room = srv->uploads < upload_cap(s, c) &&
+                (srv->line_len == 0 || srv->line[0] == cid);
+    if (!room && (c->nups > 0 || line_join(s, srv, cid)))
+      break; /* the next to end makes room, in the line's turn */
     uint32_t g = c->sq[k];
     memmove(c->sq + k, c->sq + k + 1,
             (c->sq_len - (uint32_t)k - 1u) * sizeof(uint32_t));
     c->sq_len--;
-    if (srv->uploads < upload_cap(s, c))
+    if (room) {
+      sim_node_line_leave(s, cid);
       upload_start(s, cid, g);
-    else
-      reject(s, cid, g, true); /* every slot taken: refused, not held */
+    } else {
+      reject(s, cid, g, true); /* every slot taken, no seat: refused */
+    }
     c = &s->conns[cid];
+  }
+  if (c->sq_len == 0 || !c->up)
+    sim_node_line_leave(s, cid);
+}
+
+/* A slot of node is free: the line's head's. */
+static void line_run(sim_t *s, uint32_t node) {
+  sim_node_t *srv = &s->nodes[node];
+  while (srv->line_len > 0 && srv->uploads < s->cfg.pol.uploads_max) {
+    uint32_t h = srv->line[0];
+    queue_run(s, h);
+    srv = &s->nodes[node];
+    if (srv->line_len > 0 && srv->line[0] == h)
+      sim_node_line_leave(s, h); /* it cannot take it now */
   }
 }
 
@@ -404,6 +455,8 @@ void sim_on_cancel(sim_t *s, uint32_t cid, uint32_t g) {
       continue;
     memmove(c->sq + k, c->sq + k + 1, (c->sq_len - k - 1u) * sizeof(uint32_t));
     c->sq_len--;
+    if (c->sq_len == 0)
+      sim_node_line_leave(s, cid);
     return;
   }
   for (uint32_t i = 0; i < c->nups; i++) {
@@ -454,6 +507,7 @@ void sim_on_upload_end(sim_t *s, uint32_t flow) {
   double at = s->now + sim_half_rtt(s);
   sim_ev_push(s, at > f->header_at ? at : f->header_at, EV_CHUNK, flow,
               f->serial, 0);
+  line_run(s, f->src);
   queue_run(s, cid);
 }
 
@@ -570,7 +624,8 @@ void sim_download_fail(sim_t *s, uint32_t flow, sim_fail_t why) {
       }
     }
   }
-  if (c->up)
+  line_run(s, s->conns[cid].server);
+  if (s->conns[cid].up)
     queue_run(s, cid);
   if (mine && why == SIM_FAIL_SOURCE)
     sim_node_fill(s, client);

@@ -332,12 +332,13 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
          c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
          c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6);
   printf("\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
-         "\"uploads_max\": %u, \"uploads_spare\": %u, \"max_neighbors\": %u, "
+         "\"uploads_max\": %u, \"uploads_spare\": %u, \"upload_line\": %u, "
+         "\"max_neighbors\": %u, "
          "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
          "\"deadlines\": %s}, \"frame_queue\": %s, \"origin_inflight\": %u, ",
-         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
-         p->dial_share, p->piece_bytes / 1024, tf(p->forward), tf(p->deadlines),
-         tf(c->frame_queue), c->origin_inflight);
+         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
+         p->max_nbrs, p->dial_share, p->piece_bytes / 1024, tf(p->forward),
+         tf(p->deadlines), tf(c->frame_queue), c->origin_inflight);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",
@@ -420,12 +421,13 @@ static void text_head(const sim_t *s, const sim_rep_t *r) {
          s->n, r->F, s->chunks, (unsigned long long)c->chunk_bytes,
          c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
          c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6);
-  printf("policy: reqs %u, depth %u, uploads %u (spare %u), neighbours %u "
-         "(dial 1/%u), forward %s in %g KiB, deadlines %s; frames behind "
-         "payload %s\n",
-         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->max_nbrs,
-         p->dial_share, p->forward ? "on" : "off", p->piece_bytes / 1024,
-         p->deadlines ? "on" : "off", c->frame_queue ? "on" : "off");
+  printf("policy: reqs %u, depth %u, uploads %u (spare %u, line %u), "
+         "neighbours %u (dial 1/%u), forward %s in %g KiB, deadlines %s; "
+         "frames behind payload %s\n",
+         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
+         p->max_nbrs, p->dial_share, p->forward ? "on" : "off",
+         p->piece_bytes / 1024, p->deadlines ? "on" : "off",
+         c->frame_queue ? "on" : "off");
   printf("complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, "
          "ratio %.4f\n"
          "finish p50 %.4f s, p90 %.4f s, p99 %.4f s, first %.4f s; origin "

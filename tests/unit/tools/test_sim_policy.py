@@ -60,6 +60,7 @@ def test_policy_defaults_are_p2pds_constants():
     assert p["pipeline_depth"] == tunable("PEER_PIPELINE_DEPTH")
     assert p["uploads_max"] == tunable("PEER_UPLOADS_MAX")
     assert p["uploads_spare"] == tunable("PEER_UPLOADS_SPARE")
+    assert p["upload_line"] == 0  # p2pd refuses busy at once
     assert p["max_neighbors"] == tunable("PEER_MAX_NEIGHBORS_DEFAULT")
     assert p["dial_share"] == tunable("PEER_NBR_DIAL_SHARE")
     assert p["forward_piece_kib"] * 1024 == tunable("PEER_BUF_BYTES")
@@ -70,12 +71,12 @@ def test_policy_defaults_are_p2pds_constants():
 def test_policy_options_reach_the_model():
     d = sim("--nodes", "6", "--rate-mbit", "100", "--reqs-max", "2",
             "--pipeline-depth", "1", "--uploads-max", "3", "--uploads-spare",
-            "1", "--max-neighbors", "3", "--dial-share", "1",
+            "1", "--upload-line", "2", "--max-neighbors", "3", "--dial-share", "1",
             "--forward-piece-kib", "64", "--no-forward", "--no-deadlines",
             "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
-                           "max_neighbors": 3, "dial_share": 1,
+                           "upload_line": 2, "max_neighbors": 3, "dial_share": 1,
                            "forward_piece_kib": 64, "forward": False,
                            "deadlines": False}
     assert d["frame_queue"] is False and d["origin_inflight"] == 3
@@ -90,6 +91,8 @@ def test_policy_options_reach_the_model():
     ["--reqs-max", "1"],
     ["--pipeline-depth", "1", "--reqs-max", "64"],
     ["--uploads-max", "2", "--uploads-spare", "1"],
+    ["--upload-line", "0"],
+    ["--upload-line", "16"],
     ["--max-neighbors", "2", "--dial-share", "1"],
     ["--forward-piece-kib", "4"],
     ["--forward-piece-kib", "4096"],

@@ -7,6 +7,7 @@
 #include "swarm/upload_chunk.h"
 
 typedef struct {
+  bool mux; /* what peer_upload_mux says of every neighbour */
   unsigned starts, rejects;
   peer_neighbor_t *last_reject_to;
   uint32_t last_reject_chunk;

@@ -3,11 +3,12 @@
  * chunk uploads themselves (fake_upload_chunk.c: an upload streams until
  * the test ends it):
  *
- * - with every slot taken, a neighbour we upload nothing to waits, its
- *   request kept, and takes the next slot that frees at once; a free slot
- *   is never kept idle while a request waits;
- * - one that finds the line full too is refused busy, and the seat that
- *   frees next is kept for it over a neighbour that never asked.
+ * - with every slot taken a request is refused busy at once and its
+ *   sender marked as waiting (not idle);
+ * - a slot that frees goes to whoever asks next: none is kept for a
+ *   neighbour refused before;
+ * - a neighbour already uploaded to gets at most PEER_UPLOADS_MAX -
+ *   PEER_UPLOADS_SPARE slots, the rest go to one with none.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,13 +32,14 @@ typedef struct {
   uint32_t req_id;
 } ufx_t;
 
-static void ufx_setup(ufx_t *f, unsigned nbrs) {
+/* nbrs neighbours; we hold the first `held` chunks, the rest arrive. */
+static void ufx_setup(ufx_t *f, unsigned nbrs, uint32_t held) {
   static const char *const names[] = {"a", "b", "c", "d", "e", "f"};
   memset(f, 0, sizeof(*f));
   memset(&fake_upload_log, 0, sizeof(fake_upload_log));
   f->s = sfx_setup(spec, 1);
-  for (uint32_t g = 0; g < f->s->rel->total; g++)
-    ws_bitfield_set(&f->s->rel->have, g); /* we hold every chunk */
+  for (uint32_t g = 0; g < held && g < f->s->rel->total; g++)
+    ws_bitfield_set(&f->s->rel->have, g);
   peer_uploads_init(&f->u, &f->s->fx.ctx, &f->s->rels, f->s->origin);
   f->s->set.uploads = &f->u;
   for (unsigned i = 0; i < nbrs; i++)
@@ -62,116 +64,73 @@ static void ask(ufx_t *f, unsigned i, uint32_t g) {
   peer_upload_request(&f->u, &f->nb[i]->n, WS_MSG_REQUEST, &r);
 }
 
-/* Every slot taken by the first PEER_UPLOADS_MAX neighbours, one each. */
-static void fill_slots(ufx_t *f) {
-  for (unsigned i = 0; i < PEER_UPLOADS_MAX; i++)
-    ask(f, i, i);
-  assert_int_equal(f->u.uploads, PEER_UPLOADS_MAX);
-  assert_int_equal(fake_upload_log.rejects, 0);
-}
-
 /* Fails on the rule of session 15 (a free slot kept for the neighbour
- * refused first until it asks again): there the request that found every
- * slot taken was refused, and the slot that freed next stayed idle while
- * the next request was refused too. */
-static void test_free_slot_goes_to_the_waiting(void **state) {
+ * refused first until it asked again): there the slot that freed stayed
+ * idle and the next request was refused too. */
+static void test_free_slot_goes_to_whoever_asks(void **state) {
   (void)state;
   ufx_t f;
-  ufx_setup(&f, PEER_UPLOADS_MAX + 2);
-  fill_slots(&f);
+  ufx_setup(&f, PEER_UPLOADS_MAX + 2, 8);
+  for (unsigned i = 0; i < PEER_UPLOADS_MAX; i++)
+    ask(&f, i, i);
+  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX);
+  assert_int_equal(fake_upload_log.rejects, 0);
+  /* Every slot taken: e is refused busy at once and waits. */
   peer_neighbor_t *e = &f.nb[PEER_UPLOADS_MAX]->n;
   peer_neighbor_t *x = &f.nb[PEER_UPLOADS_MAX + 1]->n;
-  /* Every slot taken: e waits, its request kept. */
   ask(&f, PEER_UPLOADS_MAX, 6);
-  assert_int_equal(fake_upload_log.rejects, 0);
-  assert_int_equal(e->nups, 0);
-  assert_int_equal(e->sq_len, 1);
-  /* A slot frees: e's upload starts at once. */
-  fake_upload_end(&f.u, &f.nb[0]->n);
-  assert_int_equal(e->nups, 1);
-  assert_int_equal(e->sq_len, 0);
-  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX);
-  /* The next one waits for the next slot in turn. */
-  ask(&f, PEER_UPLOADS_MAX + 1, 7);
-  assert_int_equal(fake_upload_log.rejects, 0);
-  assert_int_equal(x->nups, 0);
-  fake_upload_end(&f.u, &f.nb[1]->n);
-  assert_int_equal(x->nups, 1);
-  /* Nobody waits: a slot that frees is anyone's, nothing is kept. */
-  fake_upload_end(&f.u, &f.nb[2]->n);
-  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX - 1);
-  ask(&f, 0, 5);
-  assert_int_equal(f.nb[0]->n.nups, 1);
-  assert_int_equal(fake_upload_log.rejects, 0);
-  ufx_teardown(&f);
-}
-
-/* A neighbour already uploaded to waits behind one uploaded nothing. */
-static void test_line_before_more_to_the_served(void **state) {
-  (void)state;
-  ufx_t f;
-  ufx_setup(&f, PEER_UPLOADS_MAX + 1);
-  fill_slots(&f);
-  peer_neighbor_t *a = &f.nb[0]->n, *e = &f.nb[PEER_UPLOADS_MAX]->n;
-  ask(&f, PEER_UPLOADS_MAX, 6); /* e waits */
-  ask(&f, 0, 7);                /* a asks for a second */
-  assert_int_equal(a->sq_len, 1);
-  fake_upload_end(&f.u, &f.nb[1]->n);
-  assert_int_equal(e->nups, 1);
-  assert_int_equal(a->nups, 1);
-  assert_int_equal(a->sq_len, 1); /* still queued, not refused */
-  assert_int_equal(fake_upload_log.rejects, 0);
-  ufx_teardown(&f);
-}
-
-/* The line full: refused busy; the seat that frees is kept for it. */
-static void test_full_line_refuses_and_keeps_a_seat(void **state) {
-  (void)state;
-  ufx_t f;
-  ufx_setup(&f, SFX_NBRS_MAX);
-  /* One slot: the other neighbours fill the line, the last is refused. */
-  for (unsigned i = 0; i + 1 < PEER_UPLOADS_MAX; i++)
-    ask(&f, 0, i); /* a, in turn: one slot, the rest of its queue waits */
-  assert_int_equal(f.u.uploads, 1);
-  f.u.uploads = PEER_UPLOADS_MAX; /* the other slots taken elsewhere */
-  f.u.line.len = PEER_UPLOAD_LINE_MAX - 1;
-  for (uint32_t k = 0; k < f.u.line.len; k++)
-    f.u.line.q[k] = &f.nb[1]->n; /* seats taken (b stands in for them) */
-  f.nb[1]->n.in_line = true;
-  ask(&f, 2, 4); /* c: the last seat */
-  assert_int_equal(fake_upload_log.rejects, 0);
-  assert_true(f.nb[2]->n.in_line);
-  ask(&f, 3, 5); /* d: none left */
   assert_int_equal(fake_upload_log.rejects, 1);
-  assert_ptr_equal(fake_upload_log.last_reject_to, &f.nb[3]->n);
+  assert_ptr_equal(fake_upload_log.last_reject_to, e);
   assert_int_equal(fake_upload_log.last_reject_why, WS_REJECT_BUSY);
-  assert_true(f.nb[3]->n.waiting);
-  /* c leaves (it canceled): the seat is d's, not e's who never asked. */
-  ws_request_t r;
-  memset(&r, 0, sizeof(r));
-  memcpy(r.digest, f.s->rel->digest.b, WS_PROTO_DIGEST_LEN);
-  r.chunk = 4;
-  r.req_id = f.req_id - 1;
-  peer_upload_cancel(&f.u, &f.nb[2]->n, &r);
-  assert_false(f.nb[2]->n.in_line);
-  ask(&f, 4, 6); /* e */
+  assert_int_equal(e->sq_len, 0);
+  assert_true(e->waiting);
+  /* A slot frees; e is off asking others. x asks: it gets it. */
+  fake_upload_end(&f.u, &f.nb[0]->n);
+  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX - 1);
+  ask(&f, PEER_UPLOADS_MAX + 1, 7);
+  assert_int_equal(fake_upload_log.rejects, 1);
+  assert_int_equal(x->nups, 1);
+  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX);
+  /* e back while every slot is taken: refused again. */
+  ask(&f, PEER_UPLOADS_MAX, 6);
   assert_int_equal(fake_upload_log.rejects, 2);
-  assert_ptr_equal(fake_upload_log.last_reject_to, &f.nb[4]->n);
-  ask(&f, 3, 5); /* d is back */
-  assert_int_equal(fake_upload_log.rejects, 2);
-  assert_true(f.nb[3]->n.in_line);
-  /* Undo the stand-ins before the records go. */
-  f.u.line.len = 0;
-  f.nb[1]->n.in_line = f.nb[3]->n.in_line = false;
-  f.u.uploads = 1;
+  /* Its turn comes with the next free slot; then it waits no more. */
+  fake_upload_end(&f.u, &f.nb[1]->n);
+  ask(&f, PEER_UPLOADS_MAX, 6);
+  assert_int_equal(e->nups, 1);
+  assert_false(e->waiting);
+  ufx_teardown(&f);
+}
+
+/* One neighbour "mux" with chunks arriving: beside its held chunk it takes
+ * slots up to PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE, its next request
+ * waits in its queue, and the spare one goes to a neighbour with none. */
+static void test_spare_slot_for_one_with_none(void **state) {
+  (void)state;
+  ufx_t f;
+  ufx_setup(&f, 3, 2); /* chunks 0, 1 held; 2.. arriving */
+  fake_upload_log.mux = true;
+  peer_neighbor_t *a = &f.nb[0]->n, *b = &f.nb[1]->n;
+  ask(&f, 0, 0);
+  for (uint32_t g = 2; g < 2 + PEER_UPLOADS_MAX; g++)
+    ask(&f, 0, g);
+  assert_int_equal(a->nups, PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE);
+  assert_int_equal(a->sq_len, 1 + PEER_UPLOADS_SPARE);
+  assert_int_equal(fake_upload_log.rejects, 0);
+  ask(&f, 1, 1);
+  assert_int_equal(b->nups, 1);
+  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX);
+  /* Now every slot is taken: the third is refused. */
+  ask(&f, 2, 1);
+  assert_int_equal(fake_upload_log.rejects, 1);
+  assert_ptr_equal(fake_upload_log.last_reject_to, &f.nb[2]->n);
   ufx_teardown(&f);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_free_slot_goes_to_the_waiting),
-      cmocka_unit_test(test_line_before_more_to_the_served),
-      cmocka_unit_test(test_full_line_refuses_and_keeps_a_seat),
+      cmocka_unit_test(test_free_slot_goes_to_whoever_asks),
+      cmocka_unit_test(test_spare_slot_for_one_with_none),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
