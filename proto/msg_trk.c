@@ -21,7 +21,9 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
       (a->have_bits != NULL && a->total_chunks == 0) ||
       a->n_have_list > WS_MAX_CHUNK_LIST ||
       (a->uri != NULL && !ws_str_ok(a->uri, WS_URI_MAX)) ||
-      a->n_stuck > WS_MAX_LEASE_CHUNKS || (a->n_stuck > 0 && a->stuck == NULL))
+      a->n_stuck > WS_MAX_LEASE_CHUNKS ||
+      (a->n_stuck > 0 && a->stuck == NULL) ||
+      a->n_first > WS_MAX_LEASE_CHUNKS || (a->n_first > 0 && a->first == NULL))
     return WS_EUSAGE;
   for (uint32_t i = 0; a->have_list && i < a->n_have_list; i++)
     if (a->total_chunks != 0 && a->have_list[i] >= a->total_chunks)
@@ -29,11 +31,14 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
   for (uint32_t i = 0; i < a->n_stuck; i++)
     if (a->stuck[i] >= a->total_chunks)
       return WS_EUSAGE;
+  for (uint32_t i = 0; i < a->n_first; i++)
+    if (a->first[i] >= a->total_chunks)
+      return WS_EUSAGE;
   if (!ws_str_ok(a->err, WS_ERRMSG_MAX))
     return WS_EUSAGE;
   n += (a->have_bits != NULL) + (a->have_list != NULL) + (a->uri != NULL);
   n += (a->size_bytes != 0) + (a->s3_bytes != 0) + (a->peer_bytes != 0) +
-       (a->err[0] != '\0') + (a->n_stuck > 0);
+       (a->err[0] != '\0') + (a->n_stuck > 0) + (a->n_first > 0);
   rc = msgpack_pack_map(pk, n) |
        ws_pk_kv_bin(pk, "d", a->digest, WS_PROTO_DIGEST_LEN) |
        ws_pk_kv_uint(pk, "tot", a->total_chunks) |
@@ -59,6 +64,8 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
     rc |= ws_pk_kv_str(pk, "err", a->err);
   if (a->n_stuck > 0)
     rc |= ws_pk_kv_u32list(pk, "st", a->stuck, a->n_stuck);
+  if (a->n_first > 0)
+    rc |= ws_pk_kv_u32list(pk, "pf", a->first, a->n_first);
   return rc;
 }
 
@@ -106,6 +113,13 @@ static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
     return WS_EBADMSG;
   rc = ws_mp_u32list(map, "st", false, WS_MAX_LEASE_CHUNKS, a->total_chunks,
                      &a->stuck, &a->n_stuck);
+  if (rc < 0)
+    return rc;
+  /* Chunks to read first: the same. */
+  if (ws_mp_find(map, "pf") != NULL && a->total_chunks == 0)
+    return WS_EBADMSG;
+  rc = ws_mp_u32list(map, "pf", false, WS_MAX_LEASE_CHUNKS, a->total_chunks,
+                     &a->first, &a->n_first);
   if (rc < 0)
     return rc;
   return ws_mp_strdup(map, "uri", false, WS_URI_MAX, &a->uri);
@@ -323,6 +337,7 @@ void ws_trk_free(ws_msg_t *m) {
     free(m->u.announce.have_list);
     free(m->u.announce.uri);
     free(m->u.announce.stuck);
+    free(m->u.announce.first);
     break;
   case WS_MSG_ANNOUNCE_REPLY: {
     ws_announce_reply_t *r = &m->u.announce_reply;

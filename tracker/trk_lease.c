@@ -219,6 +219,24 @@ static void lease_take(trk_swarm_t *s, trk_member_t *m, uint32_t c,
   lease_add(s, m, c, now_ms);
 }
 
+void trk_lease_prefer(trk_swarm_t *s, const uint32_t *chunks, uint32_t n) {
+  for (uint32_t i = 0; chunks != NULL && i < n && i < TRK_STUCK_MAX; i++) {
+    if (chunks[i] < s->total && !trk_bits_get(s->first, chunks[i])) {
+      trk_bits_set(s->first, chunks[i]);
+      s->nfirst++;
+    }
+  }
+}
+
+/* Whether m may take chunk c of the need set now (lease_grant's rule). */
+static bool grantable(const trk_swarm_t *s, const trk_member_t *m, uint32_t c,
+                      uint64_t now_ms) {
+  /* m's own claim that does not count (trk_swarm_weigh), or one m just
+   * gave back: another downloader should take it. */
+  return !trk_bits_get(m->have, c) &&
+         !(s->downloaders > 1 && avoided(m, c, now_ms));
+}
+
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out) {
   uint32_t n = 0;
@@ -230,6 +248,20 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     limit = want;
   if (lease_turn_taken(s, m))
     return 0; /* the next member's HAVE or announce takes it */
+  /* First what a member asked to have read first, then in index order. */
+  for (uint32_t w = 0; s->nfirst > 0 && w < s->nwords; w++) {
+    uint64_t bits = s->first[w] & s->need[w];
+    while (bits != 0 && m->nleases < limit && n < max_out &&
+           s->leased < swarm_max) {
+      uint32_t c = w * 64u + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1u;
+      if (!grantable(s, m, c, now_ms))
+        continue;
+      lease_take(s, m, c, now_ms);
+      m->lease_seq = ++s->lease_seq;
+      granted[n++] = c;
+    }
+  }
   uint32_t from = s->need_lo;
   int skipped = 0;
   while (m->nleases < limit && n < max_out && s->need_count > 0 &&
@@ -240,10 +272,7 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
     if (!skipped)
       s->need_lo = c; /* nothing below c needs the origin */
     from = c + 1u;
-    if (trk_bits_get(m->have, c) ||
-        (s->downloaders > 1 && avoided(m, c, now_ms))) {
-      /* m's own claim that does not count (trk_swarm_weigh), or one m
-       * just gave back: another downloader should take it. */
+    if (!grantable(s, m, c, now_ms)) {
       skipped = 1;
       continue;
     }

@@ -81,6 +81,8 @@ struct trk_swarm_s {
   uint32_t *avail;
   trk_member_t **holder;
   uint64_t *need;
+  uint64_t *first; /* a member asked for it to be read first (trk_lease.c) */
+  uint32_t nfirst; /* bits set in first */
   uint64_t *ever;
   uint64_t *suspect;
   uint64_t *vouched;

@@ -21,6 +21,7 @@ static void swarm_free_arrays(trk_swarm_t *s) {
   free(s->vouched);
   free(s->ever);
   free(s->need);
+  free(s->first);
   free(s->holder);
   free(s->avail);
 }
@@ -39,6 +40,7 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->avail = calloc(total_chunks, sizeof(*s->avail));
   s->holder = calloc(total_chunks, sizeof(*s->holder));
   s->need = calloc(s->nwords, sizeof(*s->need));
+  s->first = calloc(s->nwords, sizeof(*s->first));
   s->ever = calloc(s->nwords, sizeof(*s->ever));
   s->suspect = calloc(s->nwords, sizeof(*s->suspect));
   s->vouched = calloc(s->nwords, sizeof(*s->vouched));
@@ -50,9 +52,9 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->members = calloc(s->members_cap, sizeof(*s->members));
   s->mview = calloc(s->members_cap, sizeof(*s->mview));
   if (s->mview == NULL || s->avail == NULL || s->holder == NULL ||
-      s->need == NULL || s->ever == NULL || s->suspect == NULL ||
-      s->vouched == NULL || s->lnext == NULL || s->lprev == NULL ||
-      s->members == NULL)
+      s->need == NULL || s->first == NULL || s->ever == NULL ||
+      s->suspect == NULL || s->vouched == NULL || s->lnext == NULL ||
+      s->lprev == NULL || s->members == NULL)
     goto fail;
   /* Nobody holds anything yet: every chunk needs the origin. */
   for (uint32_t i = 0; i < total_chunks; i++)

@@ -456,7 +456,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     rc = WS_EUSAGE;
     goto fail;
   }
-  if (a->nstuck > TRK_STUCK_MAX || (a->nstuck > 0 && a->stuck == NULL)) {
+  if (a->nstuck > TRK_STUCK_MAX || (a->nstuck > 0 && a->stuck == NULL) ||
+      a->nfirst > TRK_STUCK_MAX || (a->nfirst > 0 && a->first == NULL)) {
     rc = WS_ELIMIT;
     goto fail;
   }
@@ -490,6 +491,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   t->st.leases_expired += trk_lease_expire(s, now_ms);
   joining_prune(t, &a->digest, id, now_ms); /* joined: a downloader now */
   joining_update(t, s, now_ms);
+  trk_lease_prefer(s, a->first, a->nfirst);
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,

@@ -46,6 +46,10 @@ typedef struct {
    * most TRK_STUCK_MAX, each < total_chunks */
   const uint32_t *stuck;
   uint32_t nstuck;
+  /* optional: chunks the peer wants read from the origin first
+   * (trk_lease_prefer), at most TRK_STUCK_MAX, each < total_chunks */
+  const uint32_t *first;
+  uint32_t nfirst;
 } trk_announce_t;
 
 /* What the network layer sends back. Pointers borrow tracker state and

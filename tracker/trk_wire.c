@@ -26,4 +26,6 @@ void trk_announce_from_wire(const ws_announce_t *a, trk_announce_t *ta) {
   ta->report.err = a->err;
   ta->stuck = a->stuck;
   ta->nstuck = a->n_stuck;
+  ta->first = a->first;
+  ta->nfirst = a->n_first;
 }

@@ -545,12 +545,30 @@ int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
   return 0;
 }
 
+/* ANNOUNCE "pf": the first chunk of each file (a small file's only one)
+ * we lack, for the tracker to have read from S3 before the rest, as our
+ * scheduler asks for them first (fetch/file.h tiers). */
+static void rel_first_report(peer_swarm_rel_t *rel, ws_announce_t *a) {
+  uint32_t n = 0;
+  if (rel->state != PEER_SWARM_REL_FETCHING || a->total_chunks != rel->total)
+    return;
+  for (uint32_t k = 0; k < rel->m->nfiles && n < PEER_FIRST_REPORT_MAX; k++) {
+    const ws_mfile_t *mf = &rel->m->files[k];
+    if (mf->nchunks > 0 && mf->first_chunk < rel->total &&
+        !ws_bitfield_test(&rel->have, (uint32_t)mf->first_chunk))
+      rel->first[n++] = (uint32_t)mf->first_chunk;
+  }
+  a->first = n > 0 ? rel->first : NULL;
+  a->n_first = n;
+}
+
 void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
                        ws_announce_t *a) {
   peer_swarm_rel_t *rel = swarm_rel_find(t, digest);
   if (rel == NULL || rel->m == NULL)
     return;
   swarm_rel_stall_report(rel, a);
+  rel_first_report(rel, a);
   a->size_bytes = rel->m->total_size;
   a->s3_bytes = rel->rep_s3;
   a->peer_bytes = rel->rep_peers;

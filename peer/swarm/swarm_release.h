@@ -94,6 +94,7 @@ struct peer_swarm_rel_s {
   bool stall_s3;       /* stalled for 2 x the stall time: S3 itself */
   bool stall_seen;     /* stalled once: keep naming unreachable chunks */
   uint32_t stuck[PEER_STALL_REPORT_MAX]; /* named to the tracker */
+  uint32_t first[PEER_FIRST_REPORT_MAX]; /* to read first (swarm_rels_report) */
 };
 
 struct peer_swarm_rels_s {

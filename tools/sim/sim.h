@@ -59,6 +59,7 @@ typedef struct {
                              in buffers of this size */
   bool forward;           /* chunks from neighbours served as they arrive */
   bool deadlines;         /* progress deadlines and request timeouts */
+  bool first;             /* announces name the chunks to read first */
 } sim_policy_t;
 
 typedef struct {

@@ -62,7 +62,9 @@ static void usage(FILE *out) {
       "  --forward-piece-kib P  a chunk arriving is servable onwards in\n"
       "                     buffers of P KiB (%u)\n"
       "  --no-forward       serve as they arrive only chunks from S3\n"
-      "  --no-deadlines     no progress deadlines or request timeouts\n",
+      "  --no-deadlines     no progress deadlines or request timeouts\n"
+      "  --no-first         announces do not name the chunks to read from\n"
+      "                     S3 first (the rule before session 17)\n",
       PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
       PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u);
 }
@@ -85,6 +87,8 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->pol.forward = false;
   else if (strcmp(a, "--no-deadlines") == 0)
     c->pol.deadlines = false;
+  else if (strcmp(a, "--no-first") == 0)
+    c->pol.first = false;
   else if (strcmp(a, "--no-frame-queue") == 0)
     c->frame_queue = false;
   else
@@ -232,7 +236,7 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                   .dial_share = PEER_NBR_DIAL_SHARE,
                   .piece_kib = PEER_BUF_BYTES / 1024.0};
   *c = (sim_cfg_t){.frame_queue = true,
-                   .pol = {.forward = true, .deadlines = true}};
+                   .pol = {.forward = true, .deadlines = true, .first = true}};
   for (int i = 1; i < argc; i++) {
     const char *name = argv[i];
     if (flag(name, c))
@@ -254,7 +258,10 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
   return apply(&a, c);
 }
 
-/* Chunks of every file, their lengths and scheduler tiers. */
+/* Chunks of every file, their lengths and scheduler tiers, in the order of
+ * the bench's manifest (files sorted by name): the first small file
+ * (config.json), the shards, the other small files
+ * (model.safetensors.index.json, tokenizer.json). */
 static int layout(sim_t *s) {
   const sim_cfg_t *c = &s->cfg;
   uint64_t per = (c->shard_bytes + c->chunk_bytes - 1) / c->chunk_bytes;
@@ -270,11 +277,12 @@ static int layout(sim_t *s) {
   s->chunk_tier = calloc(s->chunks, 1);
   if (s->chunk_len == NULL || s->chunk_tier == NULL)
     return -1;
-  uint32_t g = 0;
-  for (uint32_t k = 0; k < c->small_files; k++, g++) {
-    s->chunk_len[g] = (uint32_t)c->small_bytes;
-    s->chunk_tier[g] = PEER_TIER_SMALL;
+  for (uint32_t k = 0; k < c->small_files; k++) {
+    uint32_t at = k == 0 ? 0 : s->chunks - c->small_files + k;
+    s->chunk_len[at] = (uint32_t)c->small_bytes;
+    s->chunk_tier[at] = PEER_TIER_SMALL;
   }
+  uint32_t g = c->small_files > 0 ? 1u : 0u;
   for (uint32_t k = 0; k < c->shards; k++)
     for (uint64_t j = 0; j < per; j++, g++) {
       uint64_t left = c->shard_bytes - j * c->chunk_bytes;

@@ -73,9 +73,22 @@ static uint32_t stuck_list(sim_t *s, uint32_t node, uint32_t *out) {
   return k;
 }
 
+/* Chunks to read first for the announce (swarm_release.c): the first
+ * chunk of each file (a small file's only one) the node lacks. */
+static uint32_t first_list(sim_t *s, uint32_t node, uint32_t *out) {
+  const sim_node_t *n = &s->nodes[node];
+  uint32_t k = 0;
+  if (!n->joined || n->done)
+    return 0;
+  for (uint32_t g = 0; g < s->chunks && k < PEER_FIRST_REPORT_MAX; g++)
+    if (s->chunk_tier[g] != PEER_TIER_REST && n->state[g] != SIM_DONE)
+      out[k++] = g;
+  return k;
+}
+
 uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
   sim_node_t *n = &s->nodes[node];
-  uint32_t stuck[PEER_STALL_REPORT_MAX];
+  uint32_t stuck[PEER_STALL_REPORT_MAX], first[PEER_FIRST_REPORT_MAX];
   ws_announce_t a;
   memset(&a, 0, sizeof(a));
   memcpy(a.digest, s->digest.b, sizeof(a.digest));
@@ -85,6 +98,10 @@ uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
   a.want = !n->done;
   a.stuck = stuck;
   a.n_stuck = stuck_list(s, node, stuck);
+  if (s->cfg.pol.first) {
+    a.first = first;
+    a.n_first = first_list(s, node, first);
+  }
   trk_announce_t ta;
   trk_reply_t r;
   trk_announce_from_wire(&a, &ta);

@@ -335,10 +335,12 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
          "\"uploads_max\": %u, \"uploads_spare\": %u, \"upload_line\": %u, "
          "\"max_neighbors\": %u, "
          "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
-         "\"deadlines\": %s}, \"frame_queue\": %s, \"origin_inflight\": %u, ",
+         "\"deadlines\": %s, \"first\": %s}, \"frame_queue\": %s, "
+         "\"origin_inflight\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
          p->max_nbrs, p->dial_share, p->piece_bytes / 1024, tf(p->forward),
-         tf(p->deadlines), tf(c->frame_queue), c->origin_inflight);
+         tf(p->deadlines), tf(p->first), tf(c->frame_queue),
+         c->origin_inflight);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",

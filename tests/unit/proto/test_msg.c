@@ -151,6 +151,24 @@ static void test_announce(void **state) {
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_null(o.u.announce.stuck);
   ws_msg_free(&o);
+
+  /* Chunks to read first ("pf"): the same rules. */
+  uint32_t first[3] = {0, 3, 7};
+  m.u.announce.first = first;
+  m.u.announce.n_first = 3;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_int_equal(o.u.announce.n_first, 3);
+  assert_memory_equal(o.u.announce.first, first, sizeof(first));
+  ws_msg_free(&o);
+  first[2] = 9; /* not a chunk of the release */
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce.n_first = WS_MAX_LEASE_CHUNKS + 1u;
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce.first = NULL;
+  m.u.announce.n_first = 0;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_null(o.u.announce.first);
+  ws_msg_free(&o);
 }
 
 static void test_announce_reply(void **state) {

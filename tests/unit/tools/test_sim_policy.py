@@ -65,6 +65,7 @@ def test_policy_defaults_are_p2pds_constants():
     assert p["dial_share"] == tunable("PEER_NBR_DIAL_SHARE")
     assert p["forward_piece_kib"] * 1024 == tunable("PEER_BUF_BYTES")
     assert p["forward"] is True and p["deadlines"] is True
+    assert p["first"] is True
     assert d["frame_queue"] is True
 
 
@@ -73,12 +74,13 @@ def test_policy_options_reach_the_model():
             "--pipeline-depth", "1", "--uploads-max", "3", "--uploads-spare",
             "1", "--upload-line", "2", "--max-neighbors", "3", "--dial-share", "1",
             "--forward-piece-kib", "64", "--no-forward", "--no-deadlines",
+            "--no-first",
             "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
                            "upload_line": 2, "max_neighbors": 3, "dial_share": 1,
                            "forward_piece_kib": 64, "forward": False,
-                           "deadlines": False}
+                           "deadlines": False, "first": False}
     assert d["frame_queue"] is False and d["origin_inflight"] == 3
     check_invariants(d, 6, 16)
     u = d["util"]

@@ -208,6 +208,33 @@ static void test_no_lease_for_held_chunks(void **state) {
 /* A member claims every chunk and never delivers: nothing is in the need
  * set, so only the stalled downloaders' reports get chunks leased, each
  * once; a completed lease vouches for the chunk until a holder leaves. */
+/* Chunks a member asked to have read first go before the rest, lowest
+ * first among them; then index order. Fails without trk_lease_prefer's
+ * pass (the origin read in index order, the small files that sort after
+ * the shards last). Out-of-range asks are ignored. */
+static void test_first_chunks_leased_first(void **state) {
+  (void)state;
+  fx_t fx;
+  uint32_t a[ALL];
+  fx_init(&fx, 1, 100, NULL);
+  uint32_t first[4] = {98, 40, 99, 100000};
+  trk_lease_prefer(fx.s, first, 4);
+  uint32_t n = grant(&fx, 0, 0, a);
+  assert_int_equal(n, TRK_ORIGIN_INFLIGHT_TARGET + TRK_LEASE_SPARE);
+  assert_int_equal(a[0], 40);
+  assert_int_equal(a[1], 98);
+  assert_int_equal(a[2], 99);
+  for (uint32_t i = 3; i < n; i++)
+    assert_int_equal(a[i], i - 3); /* then from the lowest */
+  fx_check(fx.s);
+  /* Held or leased ones are not leased again. */
+  trk_lease_prefer(fx.s, first, 3);
+  uint32_t tmp[ALL];
+  assert_int_equal(trk_lease_grant(fx.s, fx.m[0], ALL, 0, tmp, ALL), 0);
+  fx_check(fx.s);
+  fx_free(&fx);
+}
+
 static void test_stuck_chunks_leased_though_held(void **state) {
   (void)state;
   fx_t fx;
@@ -735,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_want_limits_and_seeds),
       cmocka_unit_test(test_disjoint_first_round),
       cmocka_unit_test(test_no_lease_for_held_chunks),
+      cmocka_unit_test(test_first_chunks_leased_first),
       cmocka_unit_test(test_stuck_chunks_leased_though_held),
       cmocka_unit_test(test_done_chunks_never_released_again),
       cmocka_unit_test(test_expiry_and_regrant),
