@@ -227,9 +227,9 @@ typedef struct {
   uint32_t *stuck;
   uint32_t n_stuck;
   /* Optional "pf": chunks this node lacks that it wants read from S3
-   * before the rest (the first chunk of each file, a small file's only
-   * one: the order its scheduler asks in), at most WS_MAX_LEASE_CHUNKS,
-   * each < total_chunks. Absent: none; an old tracker ignores it. */
+   * before the rest (p2pd: its single-chunk files), at most
+   * WS_MAX_LEASE_CHUNKS, each < total_chunks. Absent: none; an old tracker
+   * ignores it. */
   uint32_t *first;
   uint32_t n_first;
 } ws_announce_t;

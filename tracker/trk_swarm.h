@@ -212,14 +212,13 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
                          uint64_t now_ms, uint32_t *granted, uint32_t max_out);
 
 /* A member asks for chunks[0..n) (each < total, n <= TRK_STUCK_MAX; others
- * are ignored) to be read from the origin before the rest: the first chunk
- * of each file and the small files, which every peer's scheduler asks for
- * first. Without it the origin read the release in index order, and the
- * small files that sort after the shards (model.safetensors.index.json,
- * tokenizer.json) came from S3 last, every node waited for them at the
- * end: at 48 nodes all finished in the same second, up to 29 s after S3
- * had sent its last byte (docs/benchmarks.md, session 17). The mark stays
- * for the swarm's life. */
+ * are ignored) to be read from the origin before the rest (p2pd: its
+ * single-chunk files, which its scheduler asks for first). Without it the
+ * origin read the release in index order, and the small files that sort after
+ * the shards (model.safetensors.index.json, tokenizer.json) came from S3 last,
+ * every node waited for them at the end: at 48 nodes all finished in the same
+ * second, up to 29 s after S3 had sent its last byte (docs/benchmarks.md,
+ * session 17). The mark stays for the swarm's life. */
 void trk_lease_prefer(trk_swarm_t *s, const uint32_t *chunks, uint32_t n);
 
 /* Chunks one announce may report stuck (the wire's WS_MAX_LEASE_CHUNKS). */

@@ -280,8 +280,8 @@
 #define PEER_STALL_FAIL_S_MAX (7u * 24u * 3600u)
 #define PEER_STALL_REPORT_MAX 64u
 /* Chunks an announce asks the tracker to have read from S3 first ("pf"):
- * the first chunk of each file we lack, in file order, this many at most
- * (swarm_release.c; the tracker's order otherwise is the index's). */
+ * those of the single-chunk files we lack, in file order, this many at
+ * most (swarm_release.c; the tracker's order otherwise is the index's). */
 #define PEER_FIRST_REPORT_MAX 64u
 
 #endif

@@ -545,16 +545,18 @@ int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
   return 0;
 }
 
-/* ANNOUNCE "pf": the first chunk of each file (a small file's only one)
- * we lack, for the tracker to have read from S3 before the rest, as our
- * scheduler asks for them first (fetch/file.h tiers). */
+/* ANNOUNCE "pf": the chunk of each single-chunk file we lack, for the
+ * tracker to have read from S3 before the rest; our scheduler asks for
+ * them first (fetch/file.h tiers), and read last they held every node up
+ * at the end. (The first chunks of the large files too measured 3-4 %
+ * slower at 48 nodes: docs/benchmarks.md, session 17.) */
 static void rel_first_report(peer_swarm_rel_t *rel, ws_announce_t *a) {
   uint32_t n = 0;
   if (rel->state != PEER_SWARM_REL_FETCHING || a->total_chunks != rel->total)
     return;
   for (uint32_t k = 0; k < rel->m->nfiles && n < PEER_FIRST_REPORT_MAX; k++) {
     const ws_mfile_t *mf = &rel->m->files[k];
-    if (mf->nchunks > 0 && mf->first_chunk < rel->total &&
+    if (mf->nchunks == 1 && mf->first_chunk < rel->total &&
         !ws_bitfield_test(&rel->have, (uint32_t)mf->first_chunk))
       rel->first[n++] = (uint32_t)mf->first_chunk;
   }

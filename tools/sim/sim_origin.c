@@ -73,15 +73,15 @@ static uint32_t stuck_list(sim_t *s, uint32_t node, uint32_t *out) {
   return k;
 }
 
-/* Chunks to read first for the announce (swarm_release.c): the first
- * chunk of each file (a small file's only one) the node lacks. */
+/* Chunks to read first for the announce (swarm_release.c): those of the
+ * single-chunk files the node lacks. */
 static uint32_t first_list(sim_t *s, uint32_t node, uint32_t *out) {
   const sim_node_t *n = &s->nodes[node];
   uint32_t k = 0;
   if (!n->joined || n->done)
     return 0;
   for (uint32_t g = 0; g < s->chunks && k < PEER_FIRST_REPORT_MAX; g++)
-    if (s->chunk_tier[g] != PEER_TIER_REST && n->state[g] != SIM_DONE)
+    if (s->chunk_tier[g] == PEER_TIER_SMALL && n->state[g] != SIM_DONE)
       out[k++] = g;
   return k;
 }
