@@ -69,6 +69,15 @@ static int announce_encode(const ws_announce_t *a, msgpack_packer *pk) {
   return rc;
 }
 
+/* An optional list of chunks (stuck "st", to read first "pf"): only with
+ * a chunk count to check them against. */
+static int announce_chunks(const msgpack_object *map, const char *key,
+                           uint32_t total, uint32_t **out, uint32_t *n) {
+  if (ws_mp_find(map, key) != NULL && total == 0)
+    return WS_EBADMSG;
+  return ws_mp_u32list(map, key, false, WS_MAX_LEASE_CHUNKS, total, out, n);
+}
+
 static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
   uint32_t ev = 0, role = 0, port = 0;
   const uint8_t *bits = NULL;
@@ -108,19 +117,10 @@ static int announce_decode(const msgpack_object *map, ws_announce_t *a) {
       (rc = ws_mp_u64(map, "pb", false, &a->peer_bytes)) < 0 ||
       (rc = ws_mp_strbuf(map, "err", false, a->err, WS_ERRMSG_MAX)) < 0)
     return rc;
-  /* Stuck chunks: only with a chunk count to check them against. */
-  if (ws_mp_find(map, "st") != NULL && a->total_chunks == 0)
-    return WS_EBADMSG;
-  rc = ws_mp_u32list(map, "st", false, WS_MAX_LEASE_CHUNKS, a->total_chunks,
-                     &a->stuck, &a->n_stuck);
-  if (rc < 0)
-    return rc;
-  /* Chunks to read first: the same. */
-  if (ws_mp_find(map, "pf") != NULL && a->total_chunks == 0)
-    return WS_EBADMSG;
-  rc = ws_mp_u32list(map, "pf", false, WS_MAX_LEASE_CHUNKS, a->total_chunks,
-                     &a->first, &a->n_first);
-  if (rc < 0)
+  if ((rc = announce_chunks(map, "st", a->total_chunks, &a->stuck,
+                            &a->n_stuck)) < 0 ||
+      (rc = announce_chunks(map, "pf", a->total_chunks, &a->first,
+                            &a->n_first)) < 0)
     return rc;
   return ws_mp_strdup(map, "uri", false, WS_URI_MAX, &a->uri);
 }

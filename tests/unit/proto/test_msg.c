@@ -81,6 +81,31 @@ static void test_ctl(void **state) {
   assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
 }
 
+/* An optional chunk list of m, an ANNOUNCE of 9 chunks (list, n: its
+ * fields in m; the decoded copy's are at the same offsets). */
+static void check_chunk_list(ws_msg_t *m, uint32_t **list, uint32_t *n) {
+  ws_msg_t o;
+  size_t list_off = (size_t)((char *)list - (char *)&m->u.announce);
+  size_t n_off = (size_t)((char *)n - (char *)&m->u.announce);
+  uint32_t c[3] = {0, 3, 7};
+  *list = c;
+  *n = 3;
+  assert_int_equal(roundtrip(m, &o), 0);
+  uint32_t *got = *(uint32_t **)((char *)&o.u.announce + list_off);
+  assert_int_equal(*(uint32_t *)((char *)&o.u.announce + n_off), 3);
+  assert_memory_equal(got, c, sizeof(c));
+  ws_msg_free(&o);
+  c[2] = 9; /* not a chunk of the release */
+  assert_int_equal(roundtrip(m, &o), WS_EUSAGE);
+  *n = WS_MAX_LEASE_CHUNKS + 1u;
+  assert_int_equal(roundtrip(m, &o), WS_EUSAGE);
+  *list = NULL;
+  *n = 0;
+  assert_int_equal(roundtrip(m, &o), 0);
+  assert_null(*(uint32_t **)((char *)&o.u.announce + list_off));
+  ws_msg_free(&o);
+}
+
 static void test_announce(void **state) {
   ws_msg_t m, o;
   uint8_t bits[2] = {0xa5, 0x80};
@@ -132,43 +157,12 @@ static void test_announce(void **state) {
   list[2] = 9;
   assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
 
-  /* Stuck chunks ("st"): round-trip; absent when none; bounded. */
-  uint32_t stuck[2] = {2, 7};
+  /* Stuck chunks ("st") and chunks to read first ("pf"): round-trip;
+   * absent when none; bounded; each a chunk of the release. */
   m.u.announce.have_list = NULL;
   m.u.announce.n_have_list = 0;
-  m.u.announce.stuck = stuck;
-  m.u.announce.n_stuck = 2;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_int_equal(o.u.announce.n_stuck, 2);
-  assert_memory_equal(o.u.announce.stuck, stuck, sizeof(stuck));
-  ws_msg_free(&o);
-  stuck[1] = 9; /* not a chunk of the release */
-  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
-  m.u.announce.n_stuck = WS_MAX_LEASE_CHUNKS + 1u;
-  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
-  m.u.announce.stuck = NULL;
-  m.u.announce.n_stuck = 0;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_null(o.u.announce.stuck);
-  ws_msg_free(&o);
-
-  /* Chunks to read first ("pf"): the same rules. */
-  uint32_t first[3] = {0, 3, 7};
-  m.u.announce.first = first;
-  m.u.announce.n_first = 3;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_int_equal(o.u.announce.n_first, 3);
-  assert_memory_equal(o.u.announce.first, first, sizeof(first));
-  ws_msg_free(&o);
-  first[2] = 9; /* not a chunk of the release */
-  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
-  m.u.announce.n_first = WS_MAX_LEASE_CHUNKS + 1u;
-  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
-  m.u.announce.first = NULL;
-  m.u.announce.n_first = 0;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_null(o.u.announce.first);
-  ws_msg_free(&o);
+  check_chunk_list(&m, &m.u.announce.stuck, &m.u.announce.n_stuck);
+  check_chunk_list(&m, &m.u.announce.first, &m.u.announce.n_first);
 }
 
 static void test_announce_reply(void **state) {
