@@ -10,7 +10,8 @@
  * and at most PEER_ENDGAME_DUP_MAX per chunk. Origin gate: only leased
  * chunks no neighbour holds while the tracker is up, expired leases
  * dropped, and any chunk no neighbour holds once the tracker has been
- * unreachable for PEER_TRACKER_FALLBACK_MS (or none is configured).
+ * unreachable for PEER_TRACKER_FALLBACK_MS (or none is configured). The
+ * announce names the single-chunk files we lack, to be read first.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -476,9 +477,32 @@ static void test_requests_capped_over_all_neighbours(void **state) {
   sfx_teardown(s);
 }
 
+/* The announce asks the tracker to have the single-chunk files we lack
+ * read from S3 first ("pf"): c.bin's chunk while we lack it, nothing once
+ * we hold it; never a's or b's first chunk. Fails without
+ * rel_first_report (swarm_release.c). */
+static void test_announce_names_small_files_first(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  ws_announce_t a;
+  memset(&a, 0, sizeof(a));
+  a.total_chunks = s->rel->total;
+  swarm_rels_report(&s->rels, s->rel->digest.b, &a);
+  assert_int_equal(a.n_first, 1);
+  assert_int_equal(a.first[0], G(s, "c.bin", 0));
+  ws_bitfield_set(&s->rel->have, G(s, "c.bin", 0));
+  memset(&a, 0, sizeof(a));
+  a.total_chunks = s->rel->total;
+  swarm_rels_report(&s->rels, s->rel->digest.b, &a);
+  assert_int_equal(a.n_first, 0);
+  assert_null(a.first);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
+      cmocka_unit_test(test_announce_names_small_files_first),
       cmocka_unit_test(test_tier_beats_rarity),
       cmocka_unit_test(test_rarest_first),
       cmocka_unit_test(test_nothing_nobody_has),
