@@ -142,6 +142,13 @@
 #define PEER_SERVE_FILE_PIECES 2u
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
+/* The neighbour whose upload just ended does not take the freed slot
+ * straight back while another one we upload nothing to was refused a slot
+ * within this long (it asks again after PEER_BUSY_RETRY_MS): its queue
+ * runs first, so a refused neighbour could wait for ever (a 4-node swarm:
+ * a node finished after the one with 60 % of its rate). Anyone else asking
+ * while a slot is free gets it (docs/benchmarks.md, session 17). */
+#define PEER_SLOT_HOLD_MS (2u * PEER_BUSY_RETRY_MS)
 /* A REJECT "not held" (or "release unknown") hides that chunk of that
  * neighbour for at least this long; then it may be asked again. Forgetting
  * it for good left a chunk with no source at all when the refusal was

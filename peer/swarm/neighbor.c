@@ -242,6 +242,16 @@ void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms) {
 
 /* ---- the set ------------------------------------------------------------ */
 
+int peer_neighbors_slot_waiter(const peer_neighbor_t *n, uint64_t now_ms) {
+  for (const peer_neighbor_t *o = n->set->head; o != NULL; o = o->next) {
+    if (o != n && o->waiting && o->nups == 0 &&
+        o->state == PEER_NEIGHBOR_READY &&
+        now_ms - o->wait_last_ms <= PEER_SLOT_HOLD_MS)
+      return 1;
+  }
+  return 0;
+}
+
 peer_neighbor_t *peer_neighbors_find_ready(peer_neighbors_t *set,
                                            const char *node_id,
                                            const char *host,

@@ -173,6 +173,7 @@ struct peer_neighbor_s {
   uint32_t nups;
   bool serving;     /* in peer_upload_next */
   bool serve_again; /* it was called again meanwhile */
+  bool just_served; /* an upload to it just ended (upload_chunk.c) */
   bool mani_open;   /* a MANIFEST payload is streaming */
   bool want_drain;  /* a send got WS_ELIMIT */
   uv_timer_t timer; /* rate-limit waits; closed before the free */
@@ -274,9 +275,12 @@ int peer_neighbors_other_holds(const peer_neighbors_t *set,
                                uint32_t g);
 /* n was refused one of our upload slots (busy) at now_ms: it waits for
  * one; n->waiting ends when it gets one. A waiting neighbour is not idle
- * (peer_neighbor_idle). No slot is kept for it: the next free one goes to
- * whoever asks first (docs/benchmarks.md, session 17). */
+ * (peer_neighbor_idle). */
 void peer_neighbor_slot_wait(peer_neighbor_t *n, uint64_t now_ms);
+/* 1 when a ready neighbour other than n that we upload nothing to was
+ * refused a slot within PEER_SLOT_HOLD_MS: n, whose upload just ended,
+ * leaves the freed slot to it (upload.c). */
+int peer_neighbors_slot_waiter(const peer_neighbor_t *n, uint64_t now_ms);
 /* The ready neighbour idle longest among the idle ones, or NULL. */
 peer_neighbor_t *peer_neighbors_idlest(peer_neighbors_t *set, uint64_t now_ms);
 /* 1 when a connection more may be dialed: under --max-neighbors, or under

@@ -218,9 +218,14 @@ static unsigned upload_cap(const peer_neighbor_t *n) {
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
   uint64_t now = uv_now(u->ctx->loop);
+  /* An upload to n just ended and another neighbour was refused a slot:
+   * the freed slot is not n's to take straight back (its queue runs
+   * first, so a refused neighbour could wait for ever). */
+  bool yield = n->just_served && peer_neighbors_slot_waiter(n, now);
+  n->just_served = false;
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
-    bool room = u->uploads < upload_cap(n);
+    bool room = u->uploads < upload_cap(n) && !yield;
     if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
             WS_MSG_REQUEST &&
         !room && n->nups > 0)
@@ -237,9 +242,11 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       /* Every upload slot is taken: refuse the whole queue rather than
        * hold requests whose senders could ask someone idle; slots that do
        * not drain are now taken back sooner (peer_upload_tick). A free
-       * slot is never kept for a neighbour refused before: it went to ask
-       * others, and the slot sat idle while everyone else was refused
-       * (docs/benchmarks.md, session 17). */
+       * slot is never refused to a neighbour we upload nothing to (session
+       * 15 kept it for the one refused first, which had gone to ask
+       * others, and the slot sat idle while everyone else was refused:
+       * docs/benchmarks.md, session 17), but the neighbour whose upload
+       * just ended leaves it to one refused (PEER_SLOT_HOLD_MS). */
       u->contended_ms = now;
       WS_LOGD("nbr#%llu %s: chunk %u refused busy: every upload slot taken "
               "(%u of %u slots)",

@@ -177,8 +177,10 @@ static void up_maybe_end(peer_upload_t *up) {
   if (up->fd < 0 ||
       uv_fs_close(u->ctx->loop, &up->close_fs, up->fd, up_close_cb) != 0)
     up_free(up);
-  if (n != NULL)
-    u->next(u, n); /* the queue moves on */
+  if (n != NULL) {
+    n->just_served = true; /* its slot may be another's (upload.c) */
+    u->next(u, n);         /* the queue moves on */
+  }
 }
 
 static void up_fail(peer_upload_t *up, int err) {

@@ -77,5 +77,6 @@ void fake_upload_end(peer_uploads_t *u, peer_neighbor_t *n) {
     abort();
   free(n->ups[--n->nups]);
   u->uploads--;
+  n->just_served = true;
   u->next(u, n);
 }

@@ -5,8 +5,10 @@
  *
  * - with every slot taken a request is refused busy at once and its
  *   sender marked as waiting (not idle);
- * - a slot that frees goes to whoever asks next: none is kept for a
- *   neighbour refused before;
+ * - a slot that frees goes to whoever asks next: none is kept from a
+ *   neighbour we upload nothing to;
+ * - the neighbour whose upload just ended leaves the freed slot to one
+ *   refused;
  * - a neighbour already uploaded to gets at most PEER_UPLOADS_MAX -
  *   PEER_UPLOADS_SPARE slots, the rest go to one with none.
  */
@@ -127,10 +129,46 @@ static void test_spare_slot_for_one_with_none(void **state) {
   ufx_teardown(&f);
 }
 
+/* The neighbour whose upload just ended leaves the freed slot to one
+ * refused: before, its queue ran first and took the slot straight back,
+ * and the refused one could wait for ever. Fails without the yield in
+ * upload.c. */
+static void test_just_served_leave_the_slot_to_the_refused(void **state) {
+  (void)state;
+  ufx_t f;
+  ufx_setup(&f, PEER_UPLOADS_MAX + 1, 8);
+  peer_neighbor_t *a = &f.nb[0]->n, *e = &f.nb[PEER_UPLOADS_MAX]->n;
+  for (unsigned i = 0; i < PEER_UPLOADS_MAX; i++)
+    ask(&f, i, i);
+  /* Nobody refused: a's next takes the slot its last upload freed. */
+  ask(&f, 0, 5);
+  assert_int_equal(a->sq_len, 1);
+  fake_upload_end(&f.u, a);
+  assert_int_equal(a->nups, 1);
+  assert_int_equal(a->sq_len, 0);
+  assert_int_equal(fake_upload_log.rejects, 0);
+  /* e refused: when a's upload ends, its next is refused busy and the
+   * slot stays free for e. */
+  ask(&f, 0, 7);
+  ask(&f, PEER_UPLOADS_MAX, 6);
+  assert_int_equal(fake_upload_log.rejects, 1);
+  fake_upload_end(&f.u, a);
+  assert_int_equal(a->nups, 0);
+  assert_int_equal(a->sq_len, 0);
+  assert_int_equal(fake_upload_log.rejects, 2);
+  assert_ptr_equal(fake_upload_log.last_reject_to, a);
+  assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX - 1);
+  ask(&f, PEER_UPLOADS_MAX, 6);
+  assert_int_equal(e->nups, 1);
+  assert_false(e->waiting);
+  ufx_teardown(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_free_slot_goes_to_whoever_asks),
       cmocka_unit_test(test_spare_slot_for_one_with_none),
+      cmocka_unit_test(test_just_served_leave_the_slot_to_the_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
