@@ -239,19 +239,20 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       n->waiting = false;
       peer_upload_chunk_start(u, n, &q.r);
     } else {
-      /* Every upload slot is taken: refuse the whole queue rather than
-       * hold requests whose senders could ask someone idle; slots that do
-       * not drain are now taken back sooner (peer_upload_tick). A free
-       * slot is never refused to a neighbour we upload nothing to (session
+      /* Every upload slot is taken, or n's upload just ended and the
+       * slot is left to a neighbour refused before: refuse the whole queue
+       * rather than hold requests whose senders could ask someone idle;
+       * slots that do not drain are now taken back sooner
+       * (peer_upload_tick). Nobody else is refused a free slot (session
        * 15 kept it for the one refused first, which had gone to ask
        * others, and the slot sat idle while everyone else was refused:
-       * docs/benchmarks.md, session 17), but the neighbour whose upload
-       * just ended leaves it to one refused (PEER_SLOT_HOLD_MS). */
+       * docs/benchmarks.md, session 17). */
       u->contended_ms = now;
-      WS_LOGD("nbr#%llu %s: chunk %u refused busy: every upload slot taken "
-              "(%u of %u slots)",
-              (unsigned long long)n->id, n->node_id, q.r.chunk, u->uploads,
-              upload_cap(n));
+      WS_LOGD("nbr#%llu %s: chunk %u refused busy: %s (%u of %u slots)",
+              (unsigned long long)n->id, n->node_id, q.r.chunk,
+              yield ? "its upload just ended, another waits"
+                    : "every upload slot taken",
+              u->uploads, upload_cap(n));
       peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);
