@@ -419,6 +419,10 @@ struct ws_s3_req_s {
   uint64_t expect;     /* body bytes this attempt should carry or S3_UNKNOWN */
   uint64_t got;
   int paused;
+  uint64_t rx_ms;    /* when a byte last came, or the attempt began */
+  uint64_t rx_seen;  /* body bytes curl had counted then */
+  unsigned stall_ms; /* this attempt's stall deadline (0: none) */
+  int stalled;       /* cut for it */
   int verr;       /* this attempt failed validation with this status */
   int verr_retry; /* ... and another attempt may fix it */
   s3_buf_t xml;   /* error document or XML reply */
@@ -430,6 +434,7 @@ struct ws_s3_req_s {
   uint64_t size;
   char errmsg[S3_ERRMSG_LEN];
   unsigned attempts;
+  unsigned stalls; /* attempts in a row cut for a stall, nothing received */
   uint64_t first_ms, due_ms;
   int refreshed;
   int cancel, resume, cb_status;

@@ -65,6 +65,11 @@ typedef struct {
   unsigned connect_timeout_ms;   /* default 5000 */
   unsigned low_speed_bytes;      /* abort below this many bytes/s ... */
   unsigned low_speed_time_s;     /* ... for this long (default 1 B/s, 20 s) */
+  unsigned stall_timeout_ms;     /* a GET or HEAD attempt that receives no
+                                    byte for this long is cut and tried
+                                    again, resuming; doubles with each
+                                    such attempt in a row (default 2000;
+                                    0: only the low-speed abort) */
   unsigned creds_timeout_ms;     /* per credential endpoint call (5000) */
   unsigned creds_process_timeout_ms; /* credential_process run (60000) */
   uint64_t list_max_entries;         /* cap on keys one LIST collects (1e6) */
@@ -77,7 +82,7 @@ void ws_s3_config_default(ws_s3_config_t *cfg);
 /* Overlays the AWS environment on cfg: AWS_ENDPOINT_URL_S3, then
  * AWS_ENDPOINT_URL; AWS_REGION, then AWS_DEFAULT_REGION; AWS_CA_BUNDLE;
  * WS_S3_ADDRESSING (path|virtual|auto); AWS_PROFILE;
- * WS_S3_CREDENTIAL_PROCESS_TIMEOUT_MS. The strings point into the
+ * WS_S3_CREDENTIAL_PROCESS_TIMEOUT_MS; WS_S3_STALL_TIMEOUT_MS. The strings point into the
  * environment (valid until it changes). What is left unset here is taken
  * from the profile in ~/.aws/config (AWS_CONFIG_FILE) when the client first
  * resolves credentials, on a worker; reading no file here keeps this call
@@ -101,6 +106,7 @@ typedef struct {
   uint64_t bytes_tx; /* body bytes uploaded */
   uint64_t requests; /* HTTP attempts sent (incl. retries) */
   uint64_t retries;  /* attempts that were retries */
+  uint64_t stalls;   /* attempts cut for receiving nothing for a while */
   uint64_t failures; /* requests that completed with an error */
   uint64_t creds_refreshes;
   unsigned in_flight; /* transfers on the multi handle */

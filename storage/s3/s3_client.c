@@ -213,6 +213,7 @@ static void s3_dispatch(ws_s3_t *s3) {
       if (r->resume && r->paused) {
         r->resume = 0;
         r->paused = 0;
+        r->rx_ms = now; /* the time held was ours, not the server's */
         curl_easy_pause(r->xfer.easy, CURLPAUSE_CONT);
       }
       continue;

@@ -58,6 +58,7 @@ void ws_s3_config_default(ws_s3_config_t *cfg) {
   cfg->connect_timeout_ms = 5000;
   cfg->low_speed_bytes = 1;
   cfg->low_speed_time_s = 20;
+  cfg->stall_timeout_ms = 2000;
   cfg->creds_timeout_ms = 5000;
   cfg->creds_process_timeout_ms = 60000;
   cfg->list_max_entries = 1000000;
@@ -86,6 +87,12 @@ void ws_s3_config_from_env(ws_s3_config_t *cfg) {
     unsigned long ms = strtoul(v, &end, 10);
     if (*end == '\0' && ms > 0 && ms <= 3600000)
       cfg->creds_process_timeout_ms = (unsigned)ms;
+  }
+  if ((v = env_nonempty("WS_S3_STALL_TIMEOUT_MS"))) {
+    char *end;
+    unsigned long ms = strtoul(v, &end, 10);
+    if (*end == '\0' && ms <= 600000)
+      cfg->stall_timeout_ms = (unsigned)ms;
   }
   if ((v = env_nonempty("WS_S3_ADDRESSING"))) {
     if (strcmp(v, "path") == 0)

@@ -99,6 +99,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   ws_s3_req_t *r = ud;
   size_t len = size * n;
   size_t l = len;
+  r->rx_ms = s3_now_ms();
   while (l > 0 && (p[l - 1] == '\r' || p[l - 1] == '\n'))
     l--;
   if (l >= 5 && strncmp(p, "HTTP/", 5) == 0) { /* a new response (100...) */
@@ -244,6 +245,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
                    : WS_S3_DATA_OK;
   if (rc == WS_S3_DATA_PAUSE) {
     r->paused = 1;
+    r->rx_ms = s3_now_ms();
     return CURL_WRITEFUNC_PAUSE;
   }
   if (rc < 0) {
@@ -254,6 +256,29 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   r->got += len;
   r->s3->stats.bytes_rx += len;
   return len;
+}
+
+/* curl's progress callback (at least once a second while the low-speed
+ * check runs): cuts an attempt that received nothing, headers or body,
+ * for its stall deadline. A connection stuck in TCP's retransmission
+ * backoff, or a request the server sits on, otherwise holds the GET for
+ * the low-speed window (20 s); in a swarm every node may be waiting for
+ * that one chunk (docs/benchmarks.md, session 18). The next attempt
+ * resumes where this one stopped (easy_op's Range). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+                       curl_off_t ultotal, curl_off_t ulnow) {
+  ws_s3_req_t *r = ud;
+  (void)dltotal, (void)ultotal, (void)ulnow;
+  uint64_t now = s3_now_ms();
+  if (r->paused || (uint64_t)dlnow != r->rx_seen) {
+    r->rx_seen = (uint64_t)dlnow;
+    r->rx_ms = now;
+    return 0;
+  }
+  if (r->stall_ms == 0 || now < r->rx_ms + r->stall_ms)
+    return 0;
+  r->stalled = 1;
+  return 1; /* CURLE_ABORTED_BY_CALLBACK */
 }
 
 static size_t on_read(char *buf, size_t size, size_t n, void *ud) {
@@ -355,9 +380,28 @@ static int payload_hash(ws_s3_req_t *r, char *out) {
   }
 }
 
+/* The stall deadline of r's next attempt: GET and HEAD only (an upload's
+ * answer comes after its body), doubling with each attempt in a row that
+ * was cut for a stall having received nothing, up to the low-speed window
+ * (which still catches a trickle). */
+static unsigned stall_deadline_ms(const ws_s3_req_t *r) {
+  const ws_s3_config_t *c = &r->s3->cfg;
+  if (c->stall_timeout_ms == 0 || (r->op != S3_OP_GET && r->op != S3_OP_HEAD))
+    return 0;
+  uint64_t ms = (uint64_t)c->stall_timeout_ms << (r->stalls < 16 ? r->stalls : 16);
+  uint64_t cap = (uint64_t)c->low_speed_time_s * 1000u;
+  if (cap > 0 && ms > cap)
+    ms = cap;
+  return (unsigned)ms;
+}
+
 /* Forgets what the previous attempt of r learned. */
 static void attempt_reset(ws_s3_req_t *r) {
   r->http = 0;
+  r->rx_ms = s3_now_ms();
+  r->rx_seen = 0;
+  r->stall_ms = stall_deadline_ms(r);
+  r->stalled = 0;
   r->hdr_checked = 0;
   r->cl = S3_UNKNOWN;
   r->have_cr = 0;
@@ -435,6 +479,11 @@ static int easy_common(ws_s3_req_t *r, const s3_creds_t *c, CURL *e) {
   SET(CURLOPT_WRITEFUNCTION, on_write);
   SET(CURLOPT_WRITEDATA, r);
   SET(CURLOPT_ERRORBUFFER, r->curlerr);
+  if (r->stall_ms > 0) {
+    SET(CURLOPT_NOPROGRESS, 0L);
+    SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+    SET(CURLOPT_XFERINFODATA, r);
+  }
   if (s3->ca_bundle)
     SET(CURLOPT_CAINFO, s3->ca_bundle);
   return bad;
@@ -546,6 +595,17 @@ static void xfer_failed(ws_s3_req_t *r, CURLcode cc, int short_body,
   if (r->verr) {
     cls = S3_RETRY_YES;
     snprintf(why, sizeof(why), "%s", r->errmsg);
+  } else if (r->stalled) {
+    cls = S3_RETRY_YES;
+    snprintf(why, sizeof(why), "nothing received for %u ms", r->stall_ms);
+    r->s3->stats.stalls++;
+    if (r->got > 0) { /* it moved: a fresh budget, the short deadline */
+      r->stalls = 0;
+      r->attempts = 0;
+      r->first_ms = s3_now_ms();
+    } else {
+      r->stalls++;
+    }
   } else if (cc != CURLE_OK) {
     cls = s3_retry_classify(cc, 0, NULL, 0);
     snprintf(why, sizeof(why), "%s",
@@ -566,6 +626,8 @@ static void xfer_failed(ws_s3_req_t *r, CURLcode cc, int short_body,
   int status;
   if (r->verr)
     status = r->verr;
+  else if (r->stalled)
+    status = WS_ETIMEOUT;
   else if (cc != CURLE_OK)
     status = cc == CURLE_PARTIAL_FILE ? WS_ETRUNCATED : WS_ES3;
   else if (short_body)

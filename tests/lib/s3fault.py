@@ -9,11 +9,14 @@ body belongs to. Faults, switched on and off while it runs:
   the first 64 KiB of the body, then nothing for `seconds`, then the rest
   (a client with a low-speed timeout gives up first; that is the point);
 - fail(fraction): that fraction of requests is answered 503 SlowDown by
-  the proxy itself, never reaching S3 (an S3 error body, keep-alive).
+  the proxy itself, never reaching S3 (an S3 error body, keep-alive);
+- hold(seconds, count): the next `count` GETs get nothing at all, not
+  even a status line, for `seconds` (a request the server sits on, or a
+  connection stuck in TCP's retransmission backoff), then their answer.
 
 body_bytes[key] counts every response body byte sent to a client for an
 object key (the path without the query), complete or cut off; requests,
-errors_503 and stalled count events. Clients sign requests for the
+errors_503, stalled and held count events. Clients sign requests for the
 proxy's Host header and the proxy forwards it unchanged, so SigV4 servers
 (radosgw) accept them. Runs in daemon threads; close() stops accepting
 and cuts every connection.
@@ -60,6 +63,9 @@ class S3Fault:
         self.stall_s = 0.0
         self.stall_frac = 0.0
         self.fail_frac = 0.0
+        self.hold_s = 0.0
+        self.hold_left = 0
+        self.held = 0
         self.body_bytes = {}
         self.requests = 0
         self.errors_503 = 0
@@ -82,9 +88,14 @@ class S3Fault:
         with self.lock:
             self.fail_frac = float(fraction)
 
+    def hold(self, seconds, count=1):
+        with self.lock:
+            self.hold_s, self.hold_left = float(seconds), int(count)
+
     def clear(self):
         with self.lock:
             self.stall_s = self.stall_frac = self.fail_frac = 0.0
+            self.hold_left = 0
 
     def snapshot(self):
         with self.lock:
@@ -127,8 +138,13 @@ class S3Fault:
                     fail = self.fail_frac > 0 and self.rng.random() < self.fail_frac
                     stall = (self.stall_s if self.stall_frac > 0 and
                              self.rng.random() < self.stall_frac else 0.0)
+                    hold = 0.0
                     if fail:
                         self.errors_503 += 1
+                    elif method == "GET" and self.hold_left > 0:
+                        self.hold_left -= 1
+                        self.held += 1
+                        hold = self.hold_s
                     elif stall:
                         self.stalled += 1
                 if fail:
@@ -136,6 +152,8 @@ class S3Fault:
                               b"Content-Length: %d\r\nConnection: keep-alive\r\n\r\n"
                               % len(ERR_503) + ERR_503)
                     continue
+                if hold:
+                    time.sleep(hold)
                 if u is None:
                     u = socket.create_connection(self.up, timeout=120)
                     with self.lock:
