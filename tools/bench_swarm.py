@@ -198,7 +198,7 @@ def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, st
     while len(done) < len(peers):
         if gauges is not None and time.time() - t0 >= next_gauge:
             next_gauge += 1.0
-            for p in peers:
+            for i, p in enumerate(peers):
                 up = nb = None
                 st, text = p.api("GET", "/metrics")
                 for line in (text.splitlines() if st == 200 and isinstance(text, str) else []):
@@ -209,6 +209,8 @@ def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, st
                 if up is not None and nb is not None:
                     gauges.setdefault("uploads", []).append(up)
                     gauges.setdefault("neighbors", []).append(nb)
+                    if i not in done:  # while it fetches
+                        gauges.setdefault("nbr_hosts", {}).setdefault(i, []).append(nb)
         if origin_left is not None and "origin_done_s" not in gauges and origin_left() <= 0:
             gauges["origin_done_s"] = round(time.time() - t0, 2)
         if timeline is not None and time.time() - t0 >= next_sample:
@@ -333,10 +335,15 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             # When the S3 host had sent the release's bytes (it sends each
             # chunk about once, plus HTTP and TCP overhead): how far the
             # hosts finish behind it. Uploads and neighbours per host,
-            # sampled once a second over the run: mean and largest.
+            # sampled once a second over the run: mean and largest; and
+            # each host's neighbours on average while it fetched (host
+            # order, as t_hosts_s).
             "origin_done_s": gauges.get("origin_done_s"),
             "uploads_at_once": gauge_summary(gauges.get("uploads")),
             "neighbors": gauge_summary(gauges.get("neighbors")),
+            "neighbors_hosts": [round(sum(v) / len(v), 1) if v else None
+                                for v in (gauges.get("nbr_hosts", {}).get(i, [])
+                                          for i in range(a.peers))],
             "verified": verified}
 
 

@@ -220,6 +220,15 @@
  * a node whose dials all found full nodes had no neighbour at all for
  * 53 s and read its chunks from S3 once it counted as stalled. */
 #define PEER_NBR_DIAL_SHARE 2u
+/* The slots left to the nodes that dial us are ours to dial too once they
+ * have stayed short this long with our share dialed (in effect from the
+ * next announce on). At a cluster-wide start the tracker can name only
+ * the members already joined, so the last to join are named to few or no
+ * later joiners: in a 24-node run six nodes held 8-10 neighbours from the
+ * start to their end, and those six finished last (1.34-1.44 x T_min
+ * against 1.17-1.22 for the nodes with 16-20; docs/benchmarks.md, session
+ * 18). */
+#define PEER_NBR_INBOUND_WAIT_MS 3000u
 /* Upload slots: the last PEER_UPLOADS_SPARE of PEER_UPLOADS_MAX go only to
  * a neighbour that holds none, so a few connections cannot take them all.
  * A neighbour holding upload slots whose socket took no byte for

@@ -73,9 +73,11 @@ static void download_report(peer_download_t *dl, int status,
              "sent a chunk that failed its hash");
   file->rx_busy[j] = 0;
   if (status == 0) {
+    uint64_t ns = uv_hrtime() - dl->t0_ns;
     dls->ctx->counters.chunks_from_peers++;
-    ws_hist_observe(&dls->ctx->counters.chunk_peer_s,
-                    (double)(uv_hrtime() - dl->t0_ns) / 1e9);
+    ws_hist_observe(&dls->ctx->counters.chunk_peer_s, (double)ns / 1e9);
+    WS_LOGD("chunk %u of %s from %s: whole %llu ms after its header", j,
+            file->mf.name, dl->node_id, (unsigned long long)(ns / 1000000u));
   }
   assert(dls->alive > 0);
   dls->alive--;

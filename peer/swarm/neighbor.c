@@ -318,9 +318,21 @@ uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
 
 int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms) {
   uint32_t dialed = peer_neighbors_dialed(set, NULL);
-  uint32_t share = set->ctx->cfg->max_neighbors / PEER_NBR_DIAL_SHARE;
-  return (dialed < share && peer_neighbors_room(set, now_ms)) ||
-         dialed < PEER_NBR_DIALED_MIN;
+  uint32_t max = set->ctx->cfg->max_neighbors;
+  uint32_t share = max / PEER_NBR_DIAL_SHARE;
+  if (dialed < PEER_NBR_DIALED_MIN)
+    return 1;
+  if (dialed < share)
+    return peer_neighbors_room(set, now_ms);
+  /* Our share is dialed: the other slots wait for nodes that dial us,
+   * for a while. */
+  if (set->count >= max) {
+    set->short_since_ms = 0;
+    return 0;
+  }
+  if (set->short_since_ms == 0)
+    set->short_since_ms = now_ms != 0 ? now_ms : 1;
+  return now_ms - set->short_since_ms >= PEER_NBR_INBOUND_WAIT_MS;
 }
 
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,

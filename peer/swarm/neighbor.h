@@ -191,6 +191,9 @@ struct peer_neighbors_s {
   uint32_t nreqs;       /* chunk requests in flight, all neighbours */
   uint32_t npreauth_in; /* accepted, not yet authenticated */
   uint64_t next_id;
+  /* Since when our share is dialed and the slots are not full (0: not
+   * so when last asked; peer_neighbors_room_dial). */
+  uint64_t short_since_ms;
   /* Typical rate of a chunk from a neighbour (bytes/s, moving average of
    * the chunks that came whole; 0 until one did): progress deadlines. */
   uint64_t rx_bps;
@@ -294,7 +297,9 @@ uint32_t peer_neighbors_dialed(const peer_neighbors_t *set,
  * peer_neighbors_room() with fewer dialed connections than half of
  * --max-neighbors (PEER_NBR_DIAL_SHARE; the rest of the slots are for
  * nodes that dial us), or fewer than PEER_NBR_DIALED_MIN dialed
- * connections however many accepted ones there are. */
+ * connections however many accepted ones there are, or a free slot when
+ * the slots have not been full for PEER_NBR_INBOUND_WAIT_MS with our
+ * share dialed (nobody came to take the rest). */
 int peer_neighbors_room_dial(peer_neighbors_t *set, uint64_t now_ms);
 /* Ready neighbours holding global chunk g of the release digest. */
 uint32_t peer_neighbors_holding(const peer_neighbors_t *set,

@@ -60,6 +60,7 @@ typedef struct {
   bool forward;           /* chunks from neighbours served as they arrive */
   bool deadlines;         /* progress deadlines and request timeouts */
   bool first;             /* announces name the chunks to read first */
+  bool fill_dial;         /* a node dials the slots nobody dialed in */
 } sim_policy_t;
 
 typedef struct {
@@ -68,6 +69,8 @@ typedef struct {
   double goodput;                      /* payload share of a line rate */
   double rtt_s;                        /* between any two parties */
   double ttfb_s;                       /* S3 GET to its first byte */
+  double rto_per_mib; /* retransmission timeouts a flow meets per MiB */
+  double rto_s;       /* how long each stops its flow */
   uint64_t chunk_bytes;
   uint32_t shards;       /* big files */
   uint64_t shard_bytes;  /* each */
@@ -140,6 +143,7 @@ typedef struct {
   uint32_t nhave, nmissing;
   uint32_t *conns; /* as client, connecting or ready */
   uint32_t nconn, conns_cap, nready, ndialed;
+  double short_since; /* share dialed, slots not full, since (-1: not) */
   uint32_t nreqs; /* requests with no header yet, over all neighbours */
   uint32_t leases[TRK_LEASES_PER_PEER_MAX];
   uint32_t nleases, streams;
@@ -169,7 +173,9 @@ typedef struct {
   double rx_start;  /* its deadline runs from here (client) */
   double rx_first;  /* its header came (client) */
   double header_at; /* its header arrives (sent with its first piece) */
-  double go_at;     /* its bytes move from then (behind the FIFO) */
+  double go_at;     /* its bytes move from then (behind the FIFO, or
+                       after a retransmission timeout) */
+  double stall_at;  /* bytes sent when its next timeout comes */
   uint32_t version; /* changes with its rate (flow events) */
   uint32_t serial;  /* which transfer (messages name it) */
   bool alive;       /* allocated */
@@ -277,6 +283,8 @@ typedef struct sim_s {
   uint64_t dials, conns_refused, served, served_live, discarded;
   uint64_t deadline_misses, dropped_slow, req_timeouts, confirms;
   uint64_t regrants;
+  uint64_t loss_rng; /* the timeouts' own generator (--rto-per-mib) */
+  uint64_t rto_stalls;
   double origin_done_s; /* the origin's last byte of the release */
   uint32_t *fetches_of; /* S3 GETs per chunk */
   sim_diag_t diag;

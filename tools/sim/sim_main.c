@@ -50,6 +50,9 @@ static void usage(FILE *out) {
       "                     behind the payload queued on their connection\n"
       "  --origin-inflight N  the tracker's --origin-inflight: S3 fetches\n"
       "                     per swarm (0: its default policy)\n"
+      "  --rto-per-mib X    TCP retransmission timeouts a transfer meets\n"
+      "                     per MiB it carries, at random (0: none)\n"
+      "  --rto-ms R         how long each stops its transfer (200)\n"
       "peer policy (defaults: p2pd's constants, core/tunables.h):\n"
       "  --reqs-max R       requests in flight over all neighbours (%u)\n"
       "  --pipeline-depth D requests in flight per neighbour (%u)\n"
@@ -64,7 +67,9 @@ static void usage(FILE *out) {
       "  --no-forward       serve as they arrive only chunks from S3\n"
       "  --no-deadlines     no progress deadlines or request timeouts\n"
       "  --no-first         announces do not name the chunks to read from\n"
-      "                     S3 first (the rule before session 17)\n",
+      "                     S3 first (the rule before session 17)\n"
+      "  --no-fill-dial     a node never dials the slots left for nodes\n"
+      "                     dialing it (the rule before session 18)\n",
       PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
       PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u);
 }
@@ -89,6 +94,8 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->pol.deadlines = false;
   else if (strcmp(a, "--no-first") == 0)
     c->pol.first = false;
+  else if (strcmp(a, "--no-fill-dial") == 0)
+    c->pol.fill_dial = false;
   else if (strcmp(a, "--no-frame-queue") == 0)
     c->frame_queue = false;
   else
@@ -100,7 +107,8 @@ static int flag(const char *a, sim_cfg_t *c) {
 typedef struct {
   double nodes, rate, up, down, origin, size_mib, shards, shard_mib;
   double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
-  double goodput, spread_ms, max_time_s, seed, sample_ms;
+  double goodput, spread_ms, max_time_s, seed, sample_ms, rto_per_mib,
+      rto_ms;
   double reqs_max, depth, uploads_max, uploads_spare, line_max, max_nbrs,
       dial_share;
   double piece_kib, origin_inflight;
@@ -127,6 +135,8 @@ static const struct {
     ARG("--ttfb-ms", ttfb_ms),
     ARG("--quantum-us", quantum_us),
     ARG("--goodput", goodput),
+    ARG("--rto-per-mib", rto_per_mib),
+    ARG("--rto-ms", rto_ms),
     ARG("--spread-ms", spread_ms),
     ARG("--max-time-s", max_time_s),
     ARG("--seed", seed),
@@ -163,11 +173,13 @@ static int check(const sim_cfg_t *c) {
   }
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
       c->down_Bps <= 0 || c->origin_Bps <= 0 || c->goodput <= 0 ||
-      c->goodput > 1 || c->chunk_bytes < 1024 ||
+      c->goodput > 1 || c->rto_per_mib < 0 || c->rto_per_mib > 1e6 ||
+      c->rto_s <= 0 || c->rto_s > 60 || c->chunk_bytes < 1024 ||
       c->chunk_bytes > WS_CHUNK_SIZE_MAX || c->shards + c->small_files == 0) {
     fprintf(stderr,
-            "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB "
-            "and at least one file\n",
+            "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB, "
+            "at least one file, --rto-per-mib 0..1e6 and --rto-ms in "
+            "(0, 60000]\n",
             TRK_MAX_PEERS);
     return -1;
   }
@@ -192,6 +204,8 @@ static int apply(const sim_args_t *a, sim_cfg_t *c) {
   c->chunk_bytes = (uint64_t)(a->chunk_mib * MiB);
   c->rtt_s = a->rtt_us / 1e6;
   c->ttfb_s = a->ttfb_ms / 1e3;
+  c->rto_per_mib = a->rto_per_mib;
+  c->rto_s = a->rto_ms / 1e3;
   c->quantum_s = a->quantum_us / 1e6;
   c->goodput = a->goodput;
   c->start_spread_s = a->spread_ms / 1e3;
@@ -224,6 +238,7 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                   .chunk_mib = 16,
                   .rtt_us = 100,
                   .ttfb_ms = 10,
+                  .rto_ms = 200,
                   .goodput = 1448.0 / 1514.0,
                   .max_time_s = 3600,
                   .seed = 1,
@@ -236,7 +251,10 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                   .dial_share = PEER_NBR_DIAL_SHARE,
                   .piece_kib = PEER_BUF_BYTES / 1024.0};
   *c = (sim_cfg_t){.frame_queue = true,
-                   .pol = {.forward = true, .deadlines = true, .first = true}};
+                   .pol = {.forward = true,
+                           .deadlines = true,
+                           .first = true,
+                           .fill_dial = true}};
   for (int i = 1; i < argc; i++) {
     const char *name = argv[i];
     if (flag(name, c))
@@ -318,6 +336,7 @@ static void nodes_init(sim_t *s) {
     n->rx_busy = zalloc(s->chunks, 1);
     n->avail = zalloc(s->chunks, sizeof(uint16_t));
     n->in_flow = zalloc(s->chunks, sizeof(uint32_t));
+    n->short_since = -1;
     for (uint32_t g = 0; g < s->chunks; g++) {
       n->in_flow[g] = SIM_NONE;
       sim_chunk_state(n, g, SIM_MISSING);
@@ -474,6 +493,7 @@ int main(int argc, char **argv) {
   }
   s->n = s->cfg.nodes;
   s->rng = s->cfg.seed * 0x9E3779B97F4A7C15ull | 1u;
+  s->loss_rng = (s->cfg.seed + 1u) * 0xD1B54A32D192ED03ull | 1u;
   for (uint32_t i = 0; i < sizeof(s->digest.b); i++)
     s->digest.b[i] = (uint8_t)(sim_rand(s) >> 56);
   nodes_init(s);

@@ -264,10 +264,19 @@ static bool room(const sim_t *s, uint32_t node) {
 }
 
 bool sim_room_dial(sim_t *s, uint32_t node) {
-  const sim_node_t *n = &s->nodes[node];
+  sim_node_t *n = &s->nodes[node];
   uint32_t share = s->cfg.pol.max_nbrs / s->cfg.pol.dial_share;
-  return (n->ndialed < share && room(s, node)) ||
-         n->ndialed < PEER_NBR_DIALED_MIN;
+  if (n->ndialed < PEER_NBR_DIALED_MIN)
+    return true;
+  if (n->ndialed < share)
+    return room(s, node);
+  if (n->nconn >= s->cfg.pol.max_nbrs || !s->cfg.pol.fill_dial) {
+    n->short_since = -1;
+    return false;
+  }
+  if (n->short_since < 0)
+    n->short_since = s->now;
+  return s->now - n->short_since >= PEER_NBR_INBOUND_WAIT_MS / 1e3;
 }
 
 void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {

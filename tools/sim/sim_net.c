@@ -18,6 +18,12 @@
  * previous pass's rate of the flow upstream, and the allocation is redone
  * until no cap moves (SIM_FILL_PASSES at most).
  *
+ * With --rto-per-mib a flow meets TCP retransmission timeouts at random
+ * (a Poisson process over the bytes it carries): each stops it for
+ * --rto-ms, as a lost segment at the tail of a window stops a real one
+ * until its sender's timer fires, and its share of the links goes to the
+ * others meanwhile. A loss that fast retransmit repairs is not modelled.
+ *
  * Rates are recomputed when flows start or end (quantum 0), or at most
  * once per quantum: a new flow then waits for the next recompute, and a
  * finished one's share is handed out only then (docs/scale.md, limits).
@@ -28,6 +34,7 @@
 #include <string.h>
 
 #include "sim.h"
+#include "swarm/pick_rank.h"
 
 static void *xrealloc(void *p, size_t n) {
   void *q = realloc(p, n ? n : 1);
@@ -36,6 +43,14 @@ static void *xrealloc(void *p, size_t n) {
     exit(1);
   }
   return q;
+}
+
+/* Bytes a flow carries until its next retransmission timeout. */
+static double stall_gap(sim_t *s) {
+  if (s->cfg.rto_per_mib <= 0)
+    return INFINITY;
+  double u = (double)(peer_pick_rand(&s->loss_rng) >> 11) * 0x1p-53;
+  return -log1p(-u) * 1048576.0 / s->cfg.rto_per_mib;
 }
 
 uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
@@ -63,6 +78,7 @@ uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
                     .left = s->chunk_len[chunk],
                     .t_ref = s->now,
                     .go_at = s->now,
+                    .stall_at = stall_gap(s),
                     .version = version,
                     .serial = ++s->flow_serial,
                     .alive = true};
@@ -373,7 +389,7 @@ static void fill_rates(sim_t *s, fill_t *w) {
 }
 
 /* What happens to a flow before the next recompute, in time order. */
-enum { FEV_END, FEV_KICK, FEV_CATCH };
+enum { FEV_END, FEV_KICK, FEV_CATCH, FEV_STALL };
 
 static void fev_add(sim_t *s, double t, uint32_t flow, uint32_t what) {
   if (s->nfev == s->fev_cap) {
@@ -399,6 +415,16 @@ static void flow_events(sim_t *s, uint32_t id, const live_memo_t *m,
   double t_end = f->rate > 0 ? s->now + f->left / f->rate : INFINITY;
   if (t_end <= horizon)
     fev_add(s, t_end, id, FEV_END);
+  if (f->rate > 0 && f->stall_at < f->size) {
+    double t = s->now + (f->stall_at - (f->size - f->left)) / f->rate;
+    if (t < t_end && t <= horizon)
+      fev_add(s, t > s->now ? t : s->now, id, FEV_STALL);
+  }
+  if (f->kind == SIM_FLOW_ORIGIN && f->go_at > s->now) {
+    if (f->go_at <= horizon)
+      fev_add(s, f->go_at, id, FEV_CATCH); /* its timeout ends */
+    return;
+  }
   if (f->kind == SIM_FLOW_ORIGIN) {
     double lead = s->nodes[f->dst].lead_s;
     double t_ending = t_end - 1.5 * lead;
@@ -436,6 +462,15 @@ static int fev_cmp(const void *a, const void *b) {
   return (x->flow > y->flow) - (x->flow < y->flow);
 }
 
+/* A retransmission timeout: f stops for --rto-ms, then goes on. */
+static void flow_stall(sim_t *s, uint32_t id) {
+  sim_flow_t *f = &s->flows[id];
+  f->go_at = s->now + s->cfg.rto_s;
+  f->stall_at = sim_flow_done_bytes(s, f) + stall_gap(s);
+  s->rto_stalls++;
+  sim_rates_dirty(s);
+}
+
 /* A flow's bytes are all sent. */
 static void flow_ended(sim_t *s, uint32_t id) {
   sim_flow_t *f = &s->flows[id];
@@ -466,6 +501,8 @@ void sim_flow_events(sim_t *s, uint32_t gen) {
       flow_ended(s, e.flow);
     else if (e.what == FEV_KICK)
       sim_origin_kick(s, f->dst);
+    else if (e.what == FEV_STALL)
+      flow_stall(s, e.flow);
     else
       sim_rates_dirty(s);
   }

@@ -327,19 +327,21 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
   printf("{\"nodes\": %u, \"bytes\": %.0f, \"chunks\": %u, \"chunk_bytes\": "
          "%llu, \"up_mbit\": %g, \"down_mbit\": %g, \"origin_mbit\": %g, "
          "\"rtt_us\": %g, \"ttfb_ms\": %g, \"goodput\": %g, "
-         "\"quantum_us\": %g, ",
+         "\"quantum_us\": %g, \"rto_per_mib\": %g, \"rto_ms\": %g, ",
          s->n, r->F, s->chunks, (unsigned long long)c->chunk_bytes,
          c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
-         c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6);
+         c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
+         c->rto_per_mib, c->rto_s * 1e3);
   printf("\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
          "\"uploads_max\": %u, \"uploads_spare\": %u, \"upload_line\": %u, "
          "\"max_neighbors\": %u, "
          "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
-         "\"deadlines\": %s, \"first\": %s}, \"frame_queue\": %s, "
+         "\"deadlines\": %s, \"first\": %s, \"fill_dial\": %s}, "
+         "\"frame_queue\": %s, "
          "\"origin_inflight\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
          p->max_nbrs, p->dial_share, p->piece_bytes / 1024, tf(p->forward),
-         tf(p->deadlines), tf(p->first), tf(c->frame_queue),
+         tf(p->deadlines), tf(p->first), tf(p->fill_dial), tf(c->frame_queue),
          c->origin_inflight);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
@@ -365,7 +367,8 @@ static void json_counts(const sim_t *s, const sim_rep_t *r) {
          "\"rejects_not_held\": %llu, \"deadline_misses\": %llu, "
          "\"neighbours_dropped_slow\": %llu, \"request_timeouts\": %llu, "
          "\"dials\": %llu, \"connections_refused\": %llu, "
-         "\"neighbours_replaced\": %llu, \"origin_done_s\": %.4f, ",
+         "\"neighbours_replaced\": %llu, \"rto_stalls\": %llu, "
+         "\"origin_done_s\": %.4f, ",
          (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
          s->wasted_bytes, (unsigned long long)s->served,
          (unsigned long long)s->served_live, (unsigned long long)s->discarded,
@@ -374,7 +377,7 @@ static void json_counts(const sim_t *s, const sim_rep_t *r) {
          (unsigned long long)s->dropped_slow,
          (unsigned long long)s->req_timeouts, (unsigned long long)s->dials,
          (unsigned long long)s->conns_refused, (unsigned long long)s->replaced,
-         s->origin_done_s);
+         (unsigned long long)s->rto_stalls, s->origin_done_s);
 }
 
 static void json_util(const sim_rep_t *r) {
@@ -419,10 +422,12 @@ static void text_head(const sim_t *s, const sim_rep_t *r) {
   const sim_policy_t *p = &c->pol;
   printf("nodes %u, %.0f bytes in %u chunks of %llu\n"
          "links: up %g, down %g, origin %g Mbit/s; rtt %g us, ttfb %g ms, "
-         "goodput %g, quantum %g us\n",
+         "goodput %g, quantum %g us; %g retransmission timeouts per MiB "
+         "of %g ms\n",
          s->n, r->F, s->chunks, (unsigned long long)c->chunk_bytes,
          c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
-         c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6);
+         c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
+         c->rto_per_mib, c->rto_s * 1e3);
   printf("policy: reqs %u, depth %u, uploads %u (spare %u, line %u), "
          "neighbours %u (dial 1/%u), forward %s in %g KiB, deadlines %s; "
          "frames behind payload %s\n",
@@ -451,7 +456,8 @@ static void text_counts(const sim_t *s, const sim_rep_t *r) {
   printf("peer bytes %llu, duplicates %llu, wasted %.0f; served %llu (%llu "
          "live); busy rejects %llu, not held %llu; deadline misses %llu, "
          "dropped slow %llu, request timeouts %llu\n"
-         "dials %llu, refused %llu, idle neighbours replaced %llu\n",
+         "dials %llu, refused %llu, idle neighbours replaced %llu; "
+         "retransmission timeouts %llu\n",
          (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
          s->wasted_bytes, (unsigned long long)s->served,
          (unsigned long long)s->served_live, (unsigned long long)s->rejects,
@@ -459,7 +465,8 @@ static void text_counts(const sim_t *s, const sim_rep_t *r) {
          (unsigned long long)s->deadline_misses,
          (unsigned long long)s->dropped_slow,
          (unsigned long long)s->req_timeouts, (unsigned long long)s->dials,
-         (unsigned long long)s->conns_refused, (unsigned long long)s->replaced);
+         (unsigned long long)s->conns_refused, (unsigned long long)s->replaced,
+         (unsigned long long)s->rto_stalls);
 }
 
 static void text_util(const sim_rep_t *r) {

@@ -65,7 +65,7 @@ def test_policy_defaults_are_p2pds_constants():
     assert p["dial_share"] == tunable("PEER_NBR_DIAL_SHARE")
     assert p["forward_piece_kib"] * 1024 == tunable("PEER_BUF_BYTES")
     assert p["forward"] is True and p["deadlines"] is True
-    assert p["first"] is True
+    assert p["first"] is True and p["fill_dial"] is True
     assert d["frame_queue"] is True
 
 
@@ -74,13 +74,14 @@ def test_policy_options_reach_the_model():
             "--pipeline-depth", "1", "--uploads-max", "3", "--uploads-spare",
             "1", "--upload-line", "2", "--max-neighbors", "3", "--dial-share", "1",
             "--forward-piece-kib", "64", "--no-forward", "--no-deadlines",
-            "--no-first",
+            "--no-first", "--no-fill-dial",
             "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
                            "upload_line": 2, "max_neighbors": 3, "dial_share": 1,
                            "forward_piece_kib": 64, "forward": False,
-                           "deadlines": False, "first": False}
+                           "deadlines": False, "first": False,
+                           "fill_dial": False}
     assert d["frame_queue"] is False and d["origin_inflight"] == 3
     check_invariants(d, 6, 16)
     u = d["util"]
@@ -96,6 +97,7 @@ def test_policy_options_reach_the_model():
     ["--upload-line", "0"],
     ["--upload-line", "16"],
     ["--max-neighbors", "2", "--dial-share", "1"],
+    ["--no-fill-dial"],
     ["--forward-piece-kib", "4"],
     ["--forward-piece-kib", "4096"],
     ["--no-forward"],
@@ -192,9 +194,34 @@ def test_progress_on_stderr_only():
     assert done == sorted(done) and done[-1] < 6
 
 
+def test_retransmission_timeouts_stop_transfers():
+    # --rto-per-mib: each transfer meets timeouts at that rate over the
+    # bytes it carries, each stopping it for --rto-ms. Off by default and
+    # at 0; on, the invariants hold, the count is about the rate times
+    # the MiB carried, and the swarm is slower, the more so the longer
+    # each timeout.
+    args = ["--nodes", "12", "--rate-mbit", "100", "--origin-mbit", "100",
+            *TINY]
+    base, zero = sim(*args), sim(*args, "--rto-per-mib", "0")
+    assert base["rto_stalls"] == 0 and base["rto_per_mib"] == 0
+    base.pop("wall_s"), zero.pop("wall_s")
+    assert zero == base
+    lossy = sim(*args, "--rto-per-mib", "0.5", "--rto-ms", "300")
+    check_invariants(lossy, 12, 16)
+    assert lossy["rto_ms"] == 300
+    mib = (lossy["s3_bytes"] + lossy["peer_bytes"] +
+           lossy["wasted_bytes"]) / 2**20
+    assert 0.6 * 0.5 * mib <= lossy["rto_stalls"] <= 1.4 * 0.5 * mib
+    assert lossy["t_all_s"] > base["t_all_s"]
+    longer = sim(*args, "--rto-per-mib", "0.5", "--rto-ms", "1500")
+    check_invariants(longer, 12, 16)
+    assert longer["t_all_s"] > lossy["t_all_s"]
+
+
 def test_bad_policy_refused():
     for args in (["--pipeline-depth", "0"], ["--uploads-spare", "16"],
                  ["--dial-share", "0"], ["--max-neighbors", "0"],
+                 ["--rto-per-mib", "-1"], ["--rto-ms", "0"],
                  ["--origin-inflight", str(tunable_trk_max() + 1)]):
         r = subprocess.run([SIM, *args], capture_output=True, text=True,
                            timeout=20)

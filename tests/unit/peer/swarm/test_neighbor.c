@@ -14,7 +14,8 @@
  * - nodes we chose may be dialed with every slot held by accepted
  *   connections, up to PEER_NBR_DIALED_MIN dialed ones;
  * - with room, a node dials no more than 1/PEER_NBR_DIAL_SHARE of its
- *   slots: the others are for the nodes that dial it;
+ *   slots: the others are for the nodes that dial it, until they have not
+ *   been full for PEER_NBR_INBOUND_WAIT_MS;
  * - a node is its id at its address: the same id from another address is
  *   another node (neither found nor "known" as the first).
  */
@@ -183,6 +184,43 @@ static void test_dial_share(void **state) {
   sfx_teardown(s);
 }
 
+/* The slots left for nodes that dial us are ours to dial once they have
+ * not been full for PEER_NBR_INBOUND_WAIT_MS with our share dialed: the
+ * last nodes to join a cluster-wide start are dialed by few or none, and
+ * kept 8-10 of 16 neighbours to their end. Full, the wait starts again.
+ * Fails on the rule before session 18 (those slots never dialed). */
+static void test_slots_nobody_dialed_are_dialed_after_a_wait(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  char name[8];
+  uint64_t t0 = uv_now(&s->fx.loop) + 1;
+  for (uint32_t i = 0; i < PEER_NBR_DIALED_MIN; i++) {
+    snprintf(name, sizeof(name), "d%u", i);
+    sfx_nbr_t *nb = sfx_neighbor(s, name, 0);
+    nb->n.initiator = true;
+    nb->n.useful_ms = t0;
+  }
+  s->fx.cfg.max_neighbors = PEER_NBR_DIAL_SHARE * PEER_NBR_DIALED_MIN;
+  assert_int_equal(peer_neighbors_room(&s->set, t0), 1);
+  assert_int_equal(peer_neighbors_room_dial(&s->set, t0), 0);
+  assert_int_equal(
+      peer_neighbors_room_dial(&s->set, t0 + PEER_NBR_INBOUND_WAIT_MS - 1), 0);
+  assert_int_equal(
+      peer_neighbors_room_dial(&s->set, t0 + PEER_NBR_INBOUND_WAIT_MS), 1);
+  /* Every slot taken: no dial, and the wait is over. */
+  uint64_t t1 = t0 + PEER_NBR_INBOUND_WAIT_MS + 1;
+  s->fx.cfg.max_neighbors = PEER_NBR_DIALED_MIN;
+  assert_int_equal(peer_neighbors_room_dial(&s->set, t1), 0);
+  /* A slot free again: a new wait. */
+  s->fx.cfg.max_neighbors = PEER_NBR_DIAL_SHARE * PEER_NBR_DIALED_MIN;
+  assert_int_equal(peer_neighbors_room_dial(&s->set, t1 + 1), 0);
+  assert_int_equal(
+      peer_neighbors_room_dial(&s->set, t1 + PEER_NBR_INBOUND_WAIT_MS), 0);
+  assert_int_equal(
+      peer_neighbors_room_dial(&s->set, t1 + 1 + PEER_NBR_INBOUND_WAIT_MS), 1);
+  sfx_teardown(s);
+}
+
 /* A neighbour refused one of our upload slots is not idle while it waits
  * (it asks again after PEER_BUSY_RETRY_MS); without the wait it is. Fails
  * on the rule before session 15 (the waiter idle and evicted). */
@@ -228,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_other_holder),
       cmocka_unit_test(test_dialed_slots),
       cmocka_unit_test(test_dial_share),
+      cmocka_unit_test(test_slots_nobody_dialed_are_dialed_after_a_wait),
       cmocka_unit_test(test_waiting_for_a_slot_is_not_idle),
       cmocka_unit_test(test_identity_is_id_at_address),
   };
