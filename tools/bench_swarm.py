@@ -26,8 +26,9 @@ import subprocess
 import tempfile
 import time
 
+import benchlib
 import ws
-from benchlib import BUILD, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, settle, sh
+from benchlib import BUILD, ROOT, MiB, Rgw, build, cpu_s, make_model, peak_rss_kib, settle, sh
 
 PFX = "wsb"
 NET = "10.77.0"
@@ -354,7 +355,11 @@ def gauge_summary(v):
 
 
 def run(a):
-    build()
+    global BUILD
+    if a.build_dir:  # another tree's binaries, as they are (A/B runs)
+        BUILD = benchlib.BUILD = os.path.abspath(a.build_dir)
+    else:
+        build()
     if os.geteuid() != 0:
         raise SystemExit("bench swarm needs root (network namespaces, tc)")
     work = tempfile.mkdtemp(prefix="ws-bench-swarm-")
@@ -397,7 +402,7 @@ def run(a):
                           f"{summary['origin_ratio_max']}xF", flush=True)
     finally:
         if rgw:
-            subprocess.run(["ip", "netns", "exec", f"{PFX}-s3", os.path.join(os.path.dirname(BUILD), "tools", "rgw"), "stop"],
+            subprocess.run(["ip", "netns", "exec", f"{PFX}-s3", os.path.join(ROOT, "tools", "rgw"), "stop"],
                            env=rgw.env, check=False)
         Net.cleanup()
         if not os.environ.get("WS_BENCH_KEEP"):
