@@ -1,13 +1,19 @@
 /* trk_select.c - which peers an announce reply carries.
  *
  * Rank (highest first): same zone as the asker (only when the asker has a
- * zone), then "useful": the candidate holds a chunk the asker lacks. A
+ * zone), then "useful": the candidate holds a chunk the asker lacks; then
+ * named by fewer than TRK_NAMED_FULL replies so far. Each reply's picks
+ * are counted: at a cluster-wide start every joiner's reply could name
+ * only the members already joined, so the first joiners were dialed by
+ * nearly everyone (slots full, later dials refused) and the last by
+ * nobody: in 24- and 48-node runs the nodes left with 5-10 neighbours
+ * finished last (docs/benchmarks.md, session 18). A
  * lease alone does not make a member useful: at a cluster-wide start the
  * lease holders were the only useful members, every joiner dialed the
  * same few, filled their slots and was refused, and at the end every
  * node dialed the holder of the last lease until its own transfers were
  * crowded out (docs/tracker.md "Peer selection"). Equal ranks are
- * ordered by a random draw so announces spread load over all holders
+ * then ordered by a random draw so announces spread load over all holders
  * instead of herding onto the first ones. Only members with a listen port
  * are returned. Cost is bounded: at most TRK_SELECT_SCAN_MAX members are
  * examined (a random window of the member array), each in
@@ -28,6 +34,7 @@
 typedef struct {
   const trk_member_t *m;
   uint32_t rank;
+  uint32_t named;
   uint32_t tie;
 } cand_t;
 
@@ -52,10 +59,14 @@ static int useful(const trk_swarm_t *s, const trk_member_t *c,
   return 0;
 }
 
-/* x ranks before y: higher rank, then the lower draw. */
+/* x ranks before y: higher rank, then named fewer than TRK_NAMED_FULL
+ * times where y was not, then the lower draw. */
 static int cand_before(const cand_t *x, const cand_t *y) {
   if (x->rank != y->rank)
     return x->rank > y->rank;
+  int xf = x->named >= TRK_NAMED_FULL, yf = y->named >= TRK_NAMED_FULL;
+  if (xf != yf)
+    return yf;
   return x->tie < y->tie;
 }
 
@@ -88,7 +99,7 @@ static void heap_up(cand_t *h, uint32_t i) {
   }
 }
 
-uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
+uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,
                           const trk_member_t *asker, uint32_t max,
                           uint64_t *rng, const trk_peer_t **out) {
   cand_t heap[TRK_REPLY_PEERS_MAX];
@@ -111,7 +122,8 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
       continue;
     /* Zones compare by keyed hash (trk_peer.h): no read of the peer. */
     int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
-    cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL};
+    cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL,
+                .named = v->named};
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
     /* Full: c enters only if it ranks before the last one kept; x is the
      * best it could rank, checked before reading the member itself. */
@@ -136,7 +148,9 @@ uint32_t trk_select_peers(const trk_swarm_t *s, const trk_peer_t *who,
     heap[left - 1u] = t;
     heap_down(heap, left - 1u, 0);
   }
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n; i++) {
     out[i] = heap[i].m->peer;
+    s->mview[heap[i].m->idx].named++;
+  }
   return n;
 }

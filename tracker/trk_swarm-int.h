@@ -66,6 +66,7 @@ typedef struct {
   const trk_peer_t *peer;
   uint64_t zone_hash; /* peer->zone_hash */
   uint32_t port;      /* peer->port; 0: serves nothing */
+  uint32_t named;     /* replies that named it (trk_select.c) */
 } trk_mview_t;
 
 struct trk_swarm_s {

@@ -219,6 +219,7 @@ int trk_swarm_join(trk_swarm_t *s, trk_peer_t *peer, trk_role_t role,
     goto fail_member;
   m->idx = s->nmembers;
   s->members[s->nmembers++] = m;
+  s->mview[m->idx].named = 0;
   trk_swarm_member_refresh(s, m);
   member_account(s, m, 1);
   trk_stats_member_join(s, m, now_ms);

@@ -1,6 +1,7 @@
 /* test_select.c - peer selection for announce replies: same zone first,
  * then holders of chunks the asker lacks (a lease alone does not count),
- * bound respected, self and non-serving peers excluded, ties randomized.
+ * bound respected, self and non-serving peers excluded, then the members
+ * named fewer than TRK_NAMED_FULL times so far, ties randomized.
  */
 #include "trk_fixture.h"
 
@@ -143,11 +144,44 @@ static void test_ties_randomized(void **state) {
   fx_free(&fx);
 }
 
+/* A cluster-wide start: nobody holds anything yet, each joiner asks for
+ * one peer. A member named TRK_NAMED_FULL times comes after the others,
+ * so 8 x TRK_NAMED_FULL replies name each of eight members exactly that
+ * often; by a random draw alone (the rule before session 18) some member
+ * is named more than that while another is named less, and the last
+ * joiners of a start were dialed by nobody. */
+static void test_named_least_first(void **state) {
+  (void)state;
+  fx_t fx;
+  const trk_peer_t *out[TRK_REPLY_PEERS_MAX];
+  uint32_t hits[9] = {0};
+  fx_init(&fx, 9, 16, NULL);
+  uint64_t rng = 77;
+  for (uint32_t round = 0; round < 8u * TRK_NAMED_FULL; round++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                     1);
+    for (uint32_t i = 1; i < 9; i++)
+      hits[i] += out[0] == fx.peer[i];
+  }
+  for (uint32_t i = 1; i < 9; i++)
+    assert_int_equal(hits[i], TRK_NAMED_FULL);
+  /* Holding a chunk the asker lacks still comes first, however often
+   * named. */
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[3], 5), 0);
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                     1);
+    assert_ptr_equal(out[0], fx.peer[3]);
+  }
+  fx_free(&fx);
+}
+
 /* ---- the bounded heap against the full sort it replaced ------------------ */
 
 typedef struct {
   const trk_member_t *m;
   uint32_t rank;
+  uint32_t named;
   uint32_t tie;
 } ref_cand_t;
 
@@ -155,6 +189,9 @@ static int ref_cmp(const void *a, const void *b) {
   const ref_cand_t *x = a, *y = b;
   if (x->rank != y->rank)
     return x->rank > y->rank ? -1 : 1;
+  int xf = x->named >= TRK_NAMED_FULL, yf = y->named >= TRK_NAMED_FULL;
+  if (xf != yf)
+    return xf ? 1 : -1;
   if (x->tie != y->tie)
     return x->tie < y->tie ? -1 : 1;
   return 0;
@@ -195,6 +232,7 @@ static uint32_t ref_select(const trk_swarm_t *s, const trk_peer_t *who,
       rank |= 1u;
     cand[ncand].m = c;
     cand[ncand].rank = rank;
+    cand[ncand].named = s->mview[c->idx].named;
     cand[ncand].tie = (uint32_t)(trk_select_rand(rng) >> 32);
     ncand++;
   }
@@ -255,8 +293,9 @@ static void test_heap_matches_full_sort(void **state) {
       uint64_t seed = trk_select_rand(&r) | 1u;
       uint64_t r1 = seed, r2 = seed;
       const trk_peer_t *o1[TRK_REPLY_PEERS_MAX], *o2[TRK_REPLY_PEERS_MAX];
-      uint32_t n1 = trk_select_peers(s, peers[who], asker, max, &r1, o1);
+      /* The reference first: the selection counts its picks. */
       uint32_t n2 = ref_select(s, peers[who], asker, max, &r2, o2);
+      uint32_t n1 = trk_select_peers(s, peers[who], asker, max, &r1, o1);
       assert_int_equal(n1, n2);
       assert_true(r1 == r2); /* the same draws */
       for (uint32_t i = 0; i < n1; i++)
@@ -275,6 +314,7 @@ int main(void) {
       cmocka_unit_test(test_no_zone_useful_first),
       cmocka_unit_test(test_bound_and_exclusions),
       cmocka_unit_test(test_ties_randomized),
+      cmocka_unit_test(test_named_least_first),
       cmocka_unit_test(test_heap_matches_full_sort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
