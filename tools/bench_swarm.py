@@ -11,8 +11,10 @@ host sent (its interface counter), their ratio to F, CPU used, and whether
 every host's files verified. Cleans up every namespace and process it made,
 also on failure.
 
-Addresses are 10.77.0.0/24, private to namespaces this script creates.
-Latency is not shaped: this kernel has no sch_netem.
+Addresses are 10.77.0.0/24, private to namespaces this script creates;
+every namespace has every other one's MAC address as a permanent
+neighbour entry (static_neighbours). Latency is not shaped: this kernel
+has no sch_netem.
 
 For a closer look: WS_BENCH_P2PD_LOG=debug sets p2pd's log level (each
 origin GET and body, with its time to first byte, is logged at debug) and
@@ -84,6 +86,28 @@ class Net:
         self.add("trk", TRK_IP, None)
         for i in range(1, n + 1):
             self.add(f"h{i}", host_ip(i), rate_mbit)
+        self.static_neighbours()
+
+    def static_neighbours(self):
+        """Every namespace knows every other one's MAC address for good.
+        With ARP left to the kernel, neighbour entries in this bridge of
+        htb-shaped ports failed to resolve for seconds at a time while the
+        swarm ran: dials timed out (3,312 SYN retransmissions in one
+        48-node run), established connections stopped when an entry was
+        re-probed (4,311 timeouts against 1,000), and late joiners stayed
+        with 5 neighbours (docs/benchmarks.md, session 18). A datacenter
+        fabric resolves neighbours in microseconds."""
+        ends = [("s3", S3_IP), ("trk", TRK_IP)] + [
+            (f"h{i}", host_ip(i)) for i in range(1, self.n + 1)]
+        mac = {}
+        for name, ip in ends:
+            out = sh("ip", "-n", f"{PFX}-{name}", "-j", "link", "show", "eth0",
+                     capture_output=True, text=True).stdout
+            mac[ip] = json.loads(out)[0]["address"]
+        for name, ip in ends:
+            cmds = "".join(f"neigh replace {o} lladdr {m} dev eth0 nud permanent\n"
+                           for o, m in mac.items() if o != ip)
+            sh("ip", "-n", f"{PFX}-{name}", "-batch", "-", input=cmds, text=True)
 
     def add(self, name, ip, mbit):
         ns = f"{PFX}-{name}"
@@ -119,7 +143,7 @@ class Net:
                  % (self.n, PFX), capture_output=True, text=True)
         return [int(v) for v in out.stdout.split()]
 
-    TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts")
+    TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPSynRetrans")
 
     def tcp_counters(self):
         """Retransmitted segments and retransmission timeouts, summed over

@@ -435,6 +435,7 @@ struct ws_s3_req_s {
   char errmsg[S3_ERRMSG_LEN];
   unsigned attempts;
   unsigned stalls; /* attempts in a row cut for a stall, nothing received */
+  int fresh;       /* the next attempt opens a new connection */
   uint64_t first_ms, due_ms;
   int refreshed;
   int cancel, resume, cb_status;

@@ -479,6 +479,9 @@ static int easy_common(ws_s3_req_t *r, const s3_creds_t *c, CURL *e) {
   SET(CURLOPT_WRITEFUNCTION, on_write);
   SET(CURLOPT_WRITEDATA, r);
   SET(CURLOPT_ERRORBUFFER, r->curlerr);
+  /* After a stall, not another pooled connection that may be stuck too. */
+  SET(CURLOPT_FRESH_CONNECT, r->fresh ? 1L : 0L);
+  r->fresh = 0;
   if (r->stall_ms > 0) {
     SET(CURLOPT_NOPROGRESS, 0L);
     SET(CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -599,6 +602,7 @@ static void xfer_failed(ws_s3_req_t *r, CURLcode cc, int short_body,
     cls = S3_RETRY_YES;
     snprintf(why, sizeof(why), "nothing received for %u ms", r->stall_ms);
     r->s3->stats.stalls++;
+    r->fresh = 1;
     if (r->got > 0) { /* it moved: a fresh budget, the short deadline */
       r->stalls = 0;
       r->attempts = 0;
