@@ -61,7 +61,6 @@ typedef struct {
   bool deadlines;         /* progress deadlines and request timeouts */
   bool first;             /* announces name the chunks to read first */
   bool fill_dial;         /* a node dials the slots nobody dialed in */
-  bool accept_cap;        /* accepts no more than the slots left to dialers */
 } sim_policy_t;
 
 typedef struct {

@@ -96,8 +96,6 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->pol.first = false;
   else if (strcmp(a, "--no-fill-dial") == 0)
     c->pol.fill_dial = false;
-  else if (strcmp(a, "--accept-cap") == 0)
-    c->pol.accept_cap = true;
   else if (strcmp(a, "--no-frame-queue") == 0)
     c->frame_queue = false;
   else

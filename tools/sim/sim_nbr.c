@@ -303,16 +303,6 @@ void sim_node_dial(sim_t *s, uint32_t from, uint32_t to) {
  * connection (making room if it must). */
 static bool ready_ok(sim_t *s, uint32_t node, bool dialer) {
   sim_node_t *n = &s->nodes[node];
-  if (!dialer && s->cfg.pol.accept_cap) {
-    uint32_t acc = 0, cap = s->cfg.pol.max_nbrs -
-                            s->cfg.pol.max_nbrs / s->cfg.pol.dial_share;
-    for (uint32_t k = 0; k < n->nconn; k++) {
-      const sim_conn_t *c = &s->conns[n->conns[k]];
-      acc += c->client == node && c->up && !c->dialed;
-    }
-    if (acc >= cap)
-      return false; /* the slots for nodes that dial it are taken */
-  }
   if (n->nready < s->cfg.pol.max_nbrs)
     return true;
   uint32_t v = idlest(s, node);
