@@ -140,6 +140,20 @@ int s3_status_from_http(long http, const char *code);
 uint32_t s3_rand32(void);
 uint64_t s3_now_ms(void); /* wall clock, ms since epoch */
 
+/* ---- s3_stall.c: the stall deadline of an attempt ---- */
+/* Arms the deadline of r's attempt about to start (rx_ms, stall_ms). */
+void s3_stall_begin(ws_s3_req_t *r);
+/* curl's progress callback (CURLOPT_XFERINFOFUNCTION, data r): at least
+ * once a second while the low-speed check runs; cuts the attempt (r->stalled,
+ * CURLE_ABORTED_BY_CALLBACK) once nothing came for its deadline. Time
+ * during which r was paused by its consumer does not count. */
+int s3_stall_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+                      curl_off_t ultotal, curl_off_t ulnow);
+/* After an attempt cut for a stall: says why into why, counts it, asks
+ * for a new connection, and doubles the next deadline unless the attempt
+ * received bytes (then the retry budget starts afresh). */
+void s3_stall_cut(ws_s3_req_t *r, char *why, size_t whylen);
+
 /* ---- credentials: s3_creds_parse.c (pure), s3_creds.c (chain) ---- */
 typedef enum {
   S3_SRC_NONE,
@@ -423,9 +437,9 @@ struct ws_s3_req_s {
   uint64_t rx_seen;  /* body bytes curl had counted then */
   unsigned stall_ms; /* this attempt's stall deadline (0: none) */
   int stalled;       /* cut for it */
-  int verr;       /* this attempt failed validation with this status */
-  int verr_retry; /* ... and another attempt may fix it */
-  s3_buf_t xml;   /* error document or XML reply */
+  int verr;          /* this attempt failed validation with this status */
+  int verr_retry;    /* ... and another attempt may fix it */
+  s3_buf_t xml;      /* error document or XML reply */
   char curlerr[CURL_ERROR_SIZE];
   /* results and retry bookkeeping */
   char *etag; /* learned from the first answer; If-Match on later ones */

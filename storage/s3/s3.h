@@ -82,10 +82,10 @@ void ws_s3_config_default(ws_s3_config_t *cfg);
 /* Overlays the AWS environment on cfg: AWS_ENDPOINT_URL_S3, then
  * AWS_ENDPOINT_URL; AWS_REGION, then AWS_DEFAULT_REGION; AWS_CA_BUNDLE;
  * WS_S3_ADDRESSING (path|virtual|auto); AWS_PROFILE;
- * WS_S3_CREDENTIAL_PROCESS_TIMEOUT_MS; WS_S3_STALL_TIMEOUT_MS. The strings point into the
- * environment (valid until it changes). What is left unset here is taken
- * from the profile in ~/.aws/config (AWS_CONFIG_FILE) when the client first
- * resolves credentials, on a worker; reading no file here keeps this call
+ * WS_S3_CREDENTIAL_PROCESS_TIMEOUT_MS; WS_S3_STALL_TIMEOUT_MS. The strings
+ * point into the environment (valid until it changes). What is left unset here
+ * is taken from the profile in ~/.aws/config (AWS_CONFIG_FILE) when the client
+ * first resolves credentials, on a worker; reading no file here keeps this call
  * cheap on any thread. */
 void ws_s3_config_from_env(ws_s3_config_t *cfg);
 

@@ -258,29 +258,6 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
-/* curl's progress callback (at least once a second while the low-speed
- * check runs): cuts an attempt that received nothing, headers or body,
- * for its stall deadline. A connection stuck in TCP's retransmission
- * backoff, or a request the server sits on, otherwise holds the GET for
- * the low-speed window (20 s); in a swarm every node may be waiting for
- * that one chunk (docs/benchmarks.md, session 18). The next attempt
- * resumes where this one stopped (easy_op's Range). */
-static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
-                       curl_off_t ultotal, curl_off_t ulnow) {
-  ws_s3_req_t *r = ud;
-  (void)dltotal, (void)ultotal, (void)ulnow;
-  uint64_t now = s3_now_ms();
-  if (r->paused || (uint64_t)dlnow != r->rx_seen) {
-    r->rx_seen = (uint64_t)dlnow;
-    r->rx_ms = now;
-    return 0;
-  }
-  if (r->stall_ms == 0 || now < r->rx_ms + r->stall_ms)
-    return 0;
-  r->stalled = 1;
-  return 1; /* CURLE_ABORTED_BY_CALLBACK */
-}
-
 static size_t on_read(char *buf, size_t size, size_t n, void *ud) {
   ws_s3_req_t *r = ud;
   uint64_t left = r->body.len - r->sent;
@@ -380,28 +357,10 @@ static int payload_hash(ws_s3_req_t *r, char *out) {
   }
 }
 
-/* The stall deadline of r's next attempt: GET and HEAD only (an upload's
- * answer comes after its body), doubling with each attempt in a row that
- * was cut for a stall having received nothing, up to the low-speed window
- * (which still catches a trickle). */
-static unsigned stall_deadline_ms(const ws_s3_req_t *r) {
-  const ws_s3_config_t *c = &r->s3->cfg;
-  if (c->stall_timeout_ms == 0 || (r->op != S3_OP_GET && r->op != S3_OP_HEAD))
-    return 0;
-  uint64_t ms = (uint64_t)c->stall_timeout_ms << (r->stalls < 16 ? r->stalls : 16);
-  uint64_t cap = (uint64_t)c->low_speed_time_s * 1000u;
-  if (cap > 0 && ms > cap)
-    ms = cap;
-  return (unsigned)ms;
-}
-
 /* Forgets what the previous attempt of r learned. */
 static void attempt_reset(ws_s3_req_t *r) {
   r->http = 0;
-  r->rx_ms = s3_now_ms();
-  r->rx_seen = 0;
-  r->stall_ms = stall_deadline_ms(r);
-  r->stalled = 0;
+  s3_stall_begin(r);
   r->hdr_checked = 0;
   r->cl = S3_UNKNOWN;
   r->have_cr = 0;
@@ -484,7 +443,7 @@ static int easy_common(ws_s3_req_t *r, const s3_creds_t *c, CURL *e) {
   r->fresh = 0;
   if (r->stall_ms > 0) {
     SET(CURLOPT_NOPROGRESS, 0L);
-    SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+    SET(CURLOPT_XFERINFOFUNCTION, s3_stall_progress);
     SET(CURLOPT_XFERINFODATA, r);
   }
   if (s3->ca_bundle)
@@ -600,16 +559,7 @@ static void xfer_failed(ws_s3_req_t *r, CURLcode cc, int short_body,
     snprintf(why, sizeof(why), "%s", r->errmsg);
   } else if (r->stalled) {
     cls = S3_RETRY_YES;
-    snprintf(why, sizeof(why), "nothing received for %u ms", r->stall_ms);
-    r->s3->stats.stalls++;
-    r->fresh = 1;
-    if (r->got > 0) { /* it moved: a fresh budget, the short deadline */
-      r->stalls = 0;
-      r->attempts = 0;
-      r->first_ms = s3_now_ms();
-    } else {
-      r->stalls++;
-    }
+    s3_stall_cut(r, why, sizeof(why));
   } else if (cc != CURLE_OK) {
     cls = s3_retry_classify(cc, 0, NULL, 0);
     snprintf(why, sizeof(why), "%s",

@@ -144,7 +144,7 @@ typedef struct {
   uint32_t *conns; /* as client, connecting or ready */
   uint32_t nconn, conns_cap, nready, ndialed;
   double short_since; /* share dialed, slots not full, since (-1: not) */
-  uint32_t nreqs; /* requests with no header yet, over all neighbours */
+  uint32_t nreqs;     /* requests with no header yet, over all neighbours */
   uint32_t leases[TRK_LEASES_PER_PEER_MAX];
   uint32_t nleases, streams;
   sim_fetch_t fetch[PEER_S3_CONCURRENCY_DEFAULT];

@@ -107,8 +107,7 @@ static int flag(const char *a, sim_cfg_t *c) {
 typedef struct {
   double nodes, rate, up, down, origin, size_mib, shards, shard_mib;
   double small_files, small_bytes, chunk_mib, rtt_us, ttfb_ms, quantum_us;
-  double goodput, spread_ms, max_time_s, seed, sample_ms, rto_per_mib,
-      rto_ms;
+  double goodput, spread_ms, max_time_s, seed, sample_ms, rto_per_mib, rto_ms;
   double reqs_max, depth, uploads_max, uploads_spare, line_max, max_nbrs,
       dial_share;
   double piece_kib, origin_inflight;
@@ -176,11 +175,12 @@ static int check(const sim_cfg_t *c) {
       c->goodput > 1 || c->rto_per_mib < 0 || c->rto_per_mib > 1e6 ||
       c->rto_s <= 0 || c->rto_s > 60 || c->chunk_bytes < 1024 ||
       c->chunk_bytes > WS_CHUNK_SIZE_MAX || c->shards + c->small_files == 0) {
-    fprintf(stderr,
-            "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB, "
-            "at least one file, --rto-per-mib 0..1e6 and --rto-ms in "
-            "(0, 60000]\n",
-            TRK_MAX_PEERS);
+    fprintf(
+        stderr,
+        "ws-sim: need nodes in 1..%u, rates > 0, chunks of 1 KiB to 64 MiB, "
+        "at least one file, --rto-per-mib 0..1e6 and --rto-ms in "
+        "(0, 60000]\n",
+        TRK_MAX_PEERS);
     return -1;
   }
   return 0;

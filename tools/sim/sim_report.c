@@ -453,20 +453,19 @@ static void text_counts(const sim_t *s, const sim_rep_t *r) {
          (unsigned long long)r->st.leases_granted,
          (unsigned long long)r->st.leases_expired,
          (unsigned long long)s->regrants, (unsigned long long)s->confirms);
-  printf("peer bytes %llu, duplicates %llu, wasted %.0f; served %llu (%llu "
-         "live); busy rejects %llu, not held %llu; deadline misses %llu, "
-         "dropped slow %llu, request timeouts %llu\n"
-         "dials %llu, refused %llu, idle neighbours replaced %llu; "
-         "retransmission timeouts %llu\n",
-         (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
-         s->wasted_bytes, (unsigned long long)s->served,
-         (unsigned long long)s->served_live, (unsigned long long)s->rejects,
-         (unsigned long long)s->not_held,
-         (unsigned long long)s->deadline_misses,
-         (unsigned long long)s->dropped_slow,
-         (unsigned long long)s->req_timeouts, (unsigned long long)s->dials,
-         (unsigned long long)s->conns_refused, (unsigned long long)s->replaced,
-         (unsigned long long)s->rto_stalls);
+  printf(
+      "peer bytes %llu, duplicates %llu, wasted %.0f; served %llu (%llu "
+      "live); busy rejects %llu, not held %llu; deadline misses %llu, "
+      "dropped slow %llu, request timeouts %llu\n"
+      "dials %llu, refused %llu, idle neighbours replaced %llu; "
+      "retransmission timeouts %llu\n",
+      (unsigned long long)s->peer_bytes, (unsigned long long)s->dup_bytes,
+      s->wasted_bytes, (unsigned long long)s->served,
+      (unsigned long long)s->served_live, (unsigned long long)s->rejects,
+      (unsigned long long)s->not_held, (unsigned long long)s->deadline_misses,
+      (unsigned long long)s->dropped_slow, (unsigned long long)s->req_timeouts,
+      (unsigned long long)s->dials, (unsigned long long)s->conns_refused,
+      (unsigned long long)s->replaced, (unsigned long long)s->rto_stalls);
 }
 
 static void text_util(const sim_rep_t *r) {
