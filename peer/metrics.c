@@ -361,8 +361,8 @@ static void metrics_s3(const ws_s3_stats_t *s3, metrics_out_t *o) {
   metrics_counter(o, "weightswarm_p2pd_s3_retries_total",
                   "S3 requests that were retries.", "counter", s3->retries);
   metrics_counter(o, "weightswarm_p2pd_s3_stalls_total",
-                  "S3 GET attempts cut after receiving nothing for the stall "
-                  "deadline, then retried.",
+                  "S3 GET or HEAD attempts cut after receiving nothing for the "
+                  "stall deadline, then retried.",
                   "counter", s3->stalls);
   metrics_counter(o, "weightswarm_p2pd_s3_failures_total",
                   "S3 requests that failed after retries.", "counter",
