@@ -35,6 +35,15 @@
 /* One buffer of chunk bytes (from S3 or a neighbour) on its way to the
  * partial file. */
 #define PEER_BUF_BYTES (256u * 1024u)
+/* A buffer that has waited PEER_BUF_FORWARD_MS since its first byte is
+ * written once it holds PEER_BUF_FORWARD_MIN_BYTES, without waiting to be
+ * full: what is written is what a neighbour fetching the chunk from us
+ * while it arrives may have, so on a slow transfer whole buffers held each
+ * hop of a chain a buffer's time behind the one before (256 KiB at 4
+ * Mbit/s: 0.5 s a hop). A transfer fast enough to fill a buffer within
+ * the wait is written as before, in whole buffers. */
+#define PEER_BUF_FORWARD_MS 20u
+#define PEER_BUF_FORWARD_MIN_BYTES (32u * 1024u)
 /* Buffers in the pool: 64 x 256 KiB = 16 MiB in all, whatever the release
  * size or the number of transfers. */
 #define PEER_BUF_COUNT 64u

@@ -12,10 +12,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tunables.h"
 #include "fetch/chunk_writer.h"
 
 typedef enum {
@@ -35,8 +37,10 @@ struct peer_inbound_s {
   peer_inbound_ops_t ops;
   uint64_t received; /* bytes taken */
   uint64_t written;  /* bytes in the partial file, in order from off */
-  peer_buf_t *cur;   /* filling; written when full or at the chunk's end */
+  peer_buf_t *cur;   /* filling; written when full, at the chunk's end, or
+                        once it waited (inbound_copy) */
   uint64_t cur_off;  /* file offset of cur->data[0] */
+  uint64_t cur_ms;   /* loop time of cur's first byte */
   peer_buf_t *spare; /* RESERVE: kept for the next piece */
   unsigned writes;   /* buffers on the chunk writer */
   int status;        /* first error */
@@ -207,8 +211,18 @@ static int inbound_room_for(peer_inbound_t *in, size_t len) {
   return 0;
 }
 
+/* Whether cur goes to the writer before it is full: it has waited
+ * PEER_BUF_FORWARD_MS and holds PEER_BUF_FORWARD_MIN_BYTES, so a slow
+ * transfer's bytes become servable onwards (progress) within about that
+ * time, while a fast one still fills whole buffers. */
+static bool inbound_cur_waited(const peer_inbound_t *in) {
+  return in->cur->len >= PEER_BUF_FORWARD_MIN_BYTES &&
+         uv_now(in->ctx->loop) - in->cur_ms >= PEER_BUF_FORWARD_MS;
+}
+
 /* Copies len bytes into buffers, handing each full one (and the chunk's
- * last) to the writer. 0, or WS_ELIMIT when no buffer is there. */
+ * last, and one that waited) to the writer. 0, or WS_ELIMIT when no buffer
+ * is there. */
 static int inbound_copy(peer_inbound_t *in, const char *p, size_t len) {
   while (len > 0) {
     if (in->cur == NULL) {
@@ -220,6 +234,7 @@ static int inbound_copy(peer_inbound_t *in, const char *p, size_t len) {
         return WS_ELIMIT;
       }
       in->cur_off = in->off + in->received;
+      in->cur_ms = uv_now(in->ctx->loop);
     }
     size_t n = in->cur->cap - in->cur->len;
     if (n > len)
@@ -229,7 +244,8 @@ static int inbound_copy(peer_inbound_t *in, const char *p, size_t len) {
     in->received += n;
     p += n;
     len -= n;
-    if (in->cur->len == in->cur->cap || in->received == in->len)
+    if (in->cur->len == in->cur->cap || in->received == in->len ||
+        inbound_cur_waited(in))
       inbound_flush(in);
   }
   return 0;

@@ -4,7 +4,9 @@
  *
  * The owner feeds the chunk's bytes in order with peer_inbound_data. They
  * are copied into buffers of the context's bounded pool; every full buffer
- * (and the last, partial one) goes to the chunk writer (chunk_writer.h),
+ * (and the last, partial one, and one that has waited PEER_BUF_FORWARD_MS
+ * holding PEER_BUF_FORWARD_MIN_BYTES) goes to the chunk writer
+ * (chunk_writer.h),
  * which writes the buffers in order at the chunk's offset in the partial
  * file and hashes each while writing it (no byte is read back from disk or
  * the page cache). Once the owner has ended the input and every write has

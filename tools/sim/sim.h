@@ -56,7 +56,10 @@ typedef struct {
   uint32_t max_nbrs;      /* PEER_MAX_NEIGHBORS_DEFAULT (--max-neighbors) */
   uint32_t dial_share;    /* PEER_NBR_DIAL_SHARE (1: dial every slot) */
   double piece_bytes;     /* PEER_BUF_BYTES: bytes become servable onwards
-                             in buffers of this size */
+                             in buffers of at most this size */
+  double forward_s;       /* PEER_BUF_FORWARD_MS: a buffer that has waited
+                             this long goes at PEER_BUF_FORWARD_MIN_BYTES
+                             (0: only whole buffers) */
   bool forward;           /* chunks from neighbours served as they arrive */
   bool deadlines;         /* progress deadlines and request timeouts */
   bool first;             /* announces name the chunks to read first */
@@ -176,6 +179,9 @@ typedef struct {
   double go_at;     /* its bytes move from then (behind the FIFO, or
                        after a retransmission timeout) */
   double stall_at;  /* bytes sent when its next timeout comes */
+  double piece;     /* what it brings becomes servable onwards in pieces
+                       of this size, set at its first rate (sim_piece_bytes;
+                       0: not yet, whole buffers) */
   uint32_t version; /* changes with its rate (flow events) */
   uint32_t serial;  /* which transfer (messages name it) */
   bool alive;       /* allocated */

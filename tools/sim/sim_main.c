@@ -63,7 +63,9 @@ static void usage(FILE *out) {
       "  --max-neighbors M  neighbour slots (%u)\n"
       "  --dial-share K     a node dials M / K of them (%u; 1: all)\n"
       "  --forward-piece-kib P  a chunk arriving is servable onwards in\n"
-      "                     buffers of P KiB (%u)\n"
+      "                     buffers of at most P KiB (%u)\n"
+      "  --forward-ms F     a buffer that has waited F ms goes once it holds\n"
+      "                     %u KiB (%u; 0: only whole buffers)\n"
       "  --no-forward       serve as they arrive only chunks from S3\n"
       "  --no-deadlines     no progress deadlines or request timeouts\n"
       "  --no-first         announces do not name the chunks to read from\n"
@@ -71,7 +73,8 @@ static void usage(FILE *out) {
       "  --no-fill-dial     a node never dials the slots left for nodes\n"
       "                     dialing it (the rule before session 18)\n",
       PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
-      PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u);
+      PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u,
+      PEER_BUF_FORWARD_MIN_BYTES / 1024u, PEER_BUF_FORWARD_MS);
 }
 
 /* The options without a value: 1 if a is one (--help exits). */
@@ -110,7 +113,7 @@ typedef struct {
   double goodput, spread_ms, max_time_s, seed, sample_ms, rto_per_mib, rto_ms;
   double reqs_max, depth, uploads_max, uploads_spare, line_max, max_nbrs,
       dial_share;
-  double piece_kib, origin_inflight;
+  double piece_kib, forward_ms, origin_inflight;
 } sim_args_t;
 
 #define ARG(name, field)                                                       \
@@ -148,6 +151,7 @@ static const struct {
     ARG("--max-neighbors", max_nbrs),
     ARG("--dial-share", dial_share),
     ARG("--forward-piece-kib", piece_kib),
+    ARG("--forward-ms", forward_ms),
     ARG("--origin-inflight", origin_inflight),
 };
 #undef ARG
@@ -159,13 +163,14 @@ static int check(const sim_cfg_t *c) {
       p->uploads_max < 1 || p->uploads_spare >= p->uploads_max ||
       p->line_max > SIM_LINE_MAX || p->max_nbrs < 1 ||
       p->max_nbrs > PEER_MAX_NEIGHBORS_MAX || p->dial_share < 1 ||
+      p->piece_bytes < 1024 || p->forward_s < 0 || p->forward_s > 10 ||
       c->sample_s < 0.001 || c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX) {
     fprintf(stderr,
             "ws-sim: need --reqs-max >= 1, --pipeline-depth 1..%u, "
             "--uploads-spare < --uploads-max, --upload-line 0..%u, "
             "--max-neighbors 1..%u, "
-            "--dial-share >= 1, --sample-ms >= 1, --origin-inflight "
-            "0..%u\n",
+            "--dial-share >= 1, --forward-piece-kib >= 1, --forward-ms "
+            "0..10000, --sample-ms >= 1, --origin-inflight 0..%u\n",
             SIM_DEPTH_MAX, SIM_LINE_MAX, PEER_MAX_NEIGHBORS_MAX,
             TRK_ORIGIN_INFLIGHT_MAX);
     return -1;
@@ -220,6 +225,7 @@ static int apply(const sim_args_t *a, sim_cfg_t *c) {
   c->pol.max_nbrs = (uint32_t)a->max_nbrs;
   c->pol.dial_share = (uint32_t)a->dial_share;
   c->pol.piece_bytes = a->piece_kib * 1024.0;
+  c->pol.forward_s = a->forward_ms / 1e3;
   c->origin_inflight = (uint32_t)a->origin_inflight;
   return check(c);
 }
@@ -249,7 +255,8 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                   .uploads_spare = PEER_UPLOADS_SPARE,
                   .max_nbrs = PEER_MAX_NEIGHBORS_DEFAULT,
                   .dial_share = PEER_NBR_DIAL_SHARE,
-                  .piece_kib = PEER_BUF_BYTES / 1024.0};
+                  .piece_kib = PEER_BUF_BYTES / 1024.0,
+                  .forward_ms = PEER_BUF_FORWARD_MS};
   *c = (sim_cfg_t){.frame_queue = true,
                    .pol = {.forward = true,
                            .deadlines = true,

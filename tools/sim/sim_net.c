@@ -203,6 +203,22 @@ static heap_ent_t heap_pop(fill_t *w) {
   return top;
 }
 
+/* The piece a flow's bytes become servable onwards in at its receiver. */
+static double flow_piece(const sim_t *s, const sim_flow_t *f) {
+  return f->piece > 0 ? f->piece : s->cfg.pol.piece_bytes;
+}
+
+/* The bytes a flow arriving at `rate` becomes servable onwards in
+ * (inbound.c: a buffer is written when full, or once it has waited
+ * PEER_BUF_FORWARD_MS holding PEER_BUF_FORWARD_MIN_BYTES). */
+static double sim_piece_bytes(const sim_t *s, double rate) {
+  const sim_policy_t *p = &s->cfg.pol;
+  double piece = rate * p->forward_s;
+  if (piece < PEER_BUF_FORWARD_MIN_BYTES)
+    piece = PEER_BUF_FORWARD_MIN_BYTES;
+  return p->forward_s <= 0 || piece > p->piece_bytes ? p->piece_bytes : piece;
+}
+
 /* What the sender of peer flow f has of its chunk: *avail bytes it may
  * forward now, *src_rate the rate they grow at, *src_done the bytes it
  * received. false: it holds the chunk (nothing limits f). */
@@ -223,7 +239,7 @@ static bool live_source(const sim_t *s, const sim_flow_t *f, double *avail,
     *avail = f->size; /* all in; the last byte waits for the hash check */
     return true;
   }
-  double a = sd - s->cfg.pol.piece_bytes;
+  double a = sd - flow_piece(s, of);
   *avail = a > 0 ? a : 0;
   *src_rate = of->rate;
   return true;
@@ -442,7 +458,7 @@ static void flow_events(sim_t *s, uint32_t id, const live_memo_t *m,
     return;
   double t = INFINITY;
   if (avail <= 0 && src_rate > 0) {
-    double piece = s->cfg.pol.piece_bytes;
+    double piece = flow_piece(s, &s->flows[m->src]);
     /* Its sender's first buffer is written (a byte past it, so that
      * the recompute then sees it). */
     t = s->now + (piece - sd + 1.0) / src_rate;
@@ -578,6 +594,13 @@ void sim_rates(sim_t *s) {
     if (!moved)
       break;
     fill_rates(s, w);
+  }
+  /* A flow's piece follows its first rate, and stays (what its receiver
+   * may forward never shrinks). */
+  for (uint32_t j = 0; j < w->m; j++) {
+    sim_flow_t *f = &s->flows[w->ids[j]];
+    if (f->piece == 0 && f->rate > 0)
+      f->piece = sim_piece_bytes(s, f->rate);
   }
   /* A live upload whose sender has a buffer written sends its first
    * piece, and with it the header its requester waits for. */

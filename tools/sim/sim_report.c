@@ -335,14 +335,15 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
   printf("\"policy\": {\"reqs_max\": %u, \"pipeline_depth\": %u, "
          "\"uploads_max\": %u, \"uploads_spare\": %u, \"upload_line\": %u, "
          "\"max_neighbors\": %u, "
-         "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward\": %s, "
+         "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward_ms\": %g, "
+         "\"forward\": %s, "
          "\"deadlines\": %s, \"first\": %s, \"fill_dial\": %s}, "
          "\"frame_queue\": %s, "
          "\"origin_inflight\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
-         p->max_nbrs, p->dial_share, p->piece_bytes / 1024, tf(p->forward),
-         tf(p->deadlines), tf(p->first), tf(p->fill_dial), tf(c->frame_queue),
-         c->origin_inflight);
+         p->max_nbrs, p->dial_share, p->piece_bytes / 1024, p->forward_s * 1e3,
+         tf(p->forward), tf(p->deadlines), tf(p->first), tf(p->fill_dial),
+         tf(c->frame_queue), c->origin_inflight);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",
@@ -429,11 +430,12 @@ static void text_head(const sim_t *s, const sim_rep_t *r) {
          c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
          c->rto_per_mib, c->rto_s * 1e3);
   printf("policy: reqs %u, depth %u, uploads %u (spare %u, line %u), "
-         "neighbours %u (dial 1/%u), forward %s in %g KiB, deadlines %s; "
+         "neighbours %u (dial 1/%u), forward %s in %g KiB (%g ms), deadlines "
+         "%s; "
          "frames behind payload %s\n",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
          p->max_nbrs, p->dial_share, p->forward ? "on" : "off",
-         p->piece_bytes / 1024, p->deadlines ? "on" : "off",
+         p->piece_bytes / 1024, p->forward_s * 1e3, p->deadlines ? "on" : "off",
          c->frame_queue ? "on" : "off");
   printf("complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, "
          "ratio %.4f\n"

@@ -64,6 +64,7 @@ def test_policy_defaults_are_p2pds_constants():
     assert p["max_neighbors"] == tunable("PEER_MAX_NEIGHBORS_DEFAULT")
     assert p["dial_share"] == tunable("PEER_NBR_DIAL_SHARE")
     assert p["forward_piece_kib"] * 1024 == tunable("PEER_BUF_BYTES")
+    assert p["forward_ms"] == tunable("PEER_BUF_FORWARD_MS")
     assert p["forward"] is True and p["deadlines"] is True
     assert p["first"] is True and p["fill_dial"] is True
     assert d["frame_queue"] is True
@@ -73,13 +74,15 @@ def test_policy_options_reach_the_model():
     d = sim("--nodes", "6", "--rate-mbit", "100", "--reqs-max", "2",
             "--pipeline-depth", "1", "--uploads-max", "3", "--uploads-spare",
             "1", "--upload-line", "2", "--max-neighbors", "3", "--dial-share", "1",
-            "--forward-piece-kib", "64", "--no-forward", "--no-deadlines",
+            "--forward-piece-kib", "64", "--forward-ms", "5", "--no-forward",
+            "--no-deadlines",
             "--no-first", "--no-fill-dial",
             "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
                            "upload_line": 2, "max_neighbors": 3, "dial_share": 1,
-                           "forward_piece_kib": 64, "forward": False,
+                           "forward_piece_kib": 64, "forward_ms": 5,
+                           "forward": False,
                            "deadlines": False, "first": False,
                            "fill_dial": False}
     assert d["frame_queue"] is False and d["origin_inflight"] == 3
@@ -100,6 +103,8 @@ def test_policy_options_reach_the_model():
     ["--no-fill-dial"],
     ["--forward-piece-kib", "4"],
     ["--forward-piece-kib", "4096"],
+    ["--forward-ms", "0"],
+    ["--forward-ms", "1000"],
     ["--no-forward"],
     ["--no-frame-queue", "--quantum-us", "500"],
 ])

@@ -4,7 +4,8 @@
  * commits nothing; both back-pressure modes pause and resume on a pool of
  * two buffers; ending early or with an error, failing, and too many bytes
  * each give their status; a file whose chunks all come through it
- * completes and its waiters and listeners hear so, in order.
+ * completes and its waiters and listeners hear so, in order; a slow
+ * transfer's bytes are written before its buffer fills.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tunables.h"
 #include "fetch/inbound.h"
 #include "fetch_fixture.h"
 
@@ -300,6 +302,43 @@ static void test_free_unused(void **state) {
   ib_teardown(t);
 }
 
+/* A slow transfer: a buffer that has waited PEER_BUF_FORWARD_MS goes to
+ * the writer once it holds PEER_BUF_FORWARD_MIN_BYTES, not when full, so
+ * an upload serving the chunk onwards may send those bytes; under the
+ * minimum it waits; bytes that come fast still fill whole buffers. */
+static void test_slow_bytes_written_before_the_buffer_fills(void **state) {
+  (void)state;
+  const size_t min = PEER_BUF_FORWARD_MIN_BYTES, half = min / 2;
+  ib_t *t = ib_setup(256 * 1024, 8, 2 * FFX_CS + 5000);
+  ib_start(t, 0, PEER_INBOUND_RESERVE, 64 * 1024);
+  const uint8_t *src = ib_chunk(t, 0);
+  assert_int_equal(peer_inbound_data(t->in, src, half), 0);
+  uv_sleep(PEER_BUF_FORWARD_MS + 5);
+  uv_update_time(&t->fx.loop);
+  /* Waited, but under the minimum. */
+  assert_int_equal(peer_inbound_data(t->in, src + half, 1), 0);
+  ffx_drain(&t->fx);
+  assert_int_equal(t->progress_calls, 0);
+  assert_int_equal(peer_inbound_data(t->in, src + half + 1, min - half - 1), 0);
+  ffx_drain(&t->fx);
+  assert_int_equal(t->progress_calls, 1);
+  assert_int_equal(t->progress_last, min);
+  /* The rest at once: the loop's clock stands still, whole buffers. */
+  for (size_t off = min, n; off < FFX_CS; off += n) {
+    n = FFX_CS - off < 64 * 1024 ? FFX_CS - off : 64 * 1024;
+    assert_int_equal(peer_inbound_data(t->in, src + off, n), 0);
+  }
+  peer_inbound_end(t->in, 0, NULL);
+  ffx_run_until(&t->fx, &t->done);
+  assert_int_equal(t->status, 0);
+  assert_true(t->progress_ordered);
+  assert_int_equal(t->progress_last, FFX_CS);
+  assert_int_equal(t->progress_calls,
+                   1 + (FFX_CS - min + 256 * 1024 - 1) / (256 * 1024));
+  assert_true(ws_store_file_has_chunk(t->file->pf, 0));
+  ib_teardown(t);
+}
+
 /* Every chunk through the machine: the file finishes, the listeners hear
  * of each chunk and of the blob before the waiter does. */
 static void test_file_completes_events_in_order(void **state) {
@@ -340,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_fail_stops_producer_once),
       cmocka_unit_test(test_free_unused),
       cmocka_unit_test(test_file_completes_events_in_order),
+      cmocka_unit_test(test_slow_bytes_written_before_the_buffer_fills),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
