@@ -130,8 +130,15 @@
  * With the tracker's rotating origin leases (tracker/trk_config.h), in the
  * simulator: 48 nodes 1.37 x T_min (16 slots: 1.78), 24 nodes 1.22
  * (1.53), 8 nodes 1.08 (1.07), 4 nodes 1.06 (1.08); 8 slots were worse
- * at 48 and 24 nodes, 3 at 24 (docs/benchmarks.md, session 14). */
-#define PEER_UPLOADS_MAX 4u
+ * at 48 and 24 nodes, 3 at 24 (docs/benchmarks.md, session 14).
+ * Six since session 19: with chunks written onwards in small pieces
+ * (PEER_BUF_FORWARD_MS) most uploads are of chunks still arriving, each
+ * paced by its source, and four such at the pace of one of S3's six GETs
+ * (U/6) fill two thirds of the uplink at most. Six, two of them spare:
+ * simulator 48 / 24 / 8 nodes 1.285 / 1.185 / 1.079 against 1.321 /
+ * 1.208 / 1.089 with four; bench 24 nodes 1.222-1.235 against 1.309-1.311
+ * (docs/benchmarks.md, session 19). */
+#define PEER_UPLOADS_MAX 6u
 #define PEER_SERVE_BUFS 2u
 /* Chunks per neighbour and release remembered as arriving there from
  * origin (HAVE "p"): the picker asks for them only when that neighbour has
@@ -243,7 +250,7 @@
  * A neighbour holding upload slots whose socket took no byte for
  * PEER_UPLOAD_STALL_MS (PEER_UPLOAD_STALL_BUSY_MS while another neighbour
  * was refused a slot) is closed: it requests and does not read. */
-#define PEER_UPLOADS_SPARE 1u
+#define PEER_UPLOADS_SPARE 2u
 #define PEER_UPLOAD_STALL_MS 30000u
 #define PEER_UPLOAD_STALL_BUSY_MS 5000u
 /* A sender whose chunk fails its hash is refused for this long. */
