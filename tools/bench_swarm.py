@@ -331,7 +331,12 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                    "peer_chunks_served_total", "peer_chunks_served_live_total",
                    "peer_deadlines_missed_total", "peers_dropped_slow_total",
                    "peers_evicted_total", "peer_upload_stalls_total",
-                   "s3_retries_total", "s3_stalls_total")}
+                   "s3_retries_total", "s3_stalls_total", "release_stalls_total")}
+        # Why S3 sent a chunk twice: the tracker's leases granted (one per
+        # chunk when none is read again), expired, given back, and the
+        # holders' claims it stopped believing.
+        if mode == "swarm":
+            events.update(tracker_counters(auth))
         # TCP's own trouble on the shaped links: segments sent again and
         # retransmission timeouts (a connection silent for >= 200 ms).
         events.update({k: v - tcp_before[k] for k, v in net.tcp_counters().items()})
@@ -372,6 +377,22 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                                 for v in (gauges.get("nbr_hosts", {}).get(i, [])
                                           for i in range(a.peers))],
             "verified": verified}
+
+
+def tracker_counters(auth):
+    """The tracker's lease and claim counters, summed over swarms."""
+    names = {"trk_leases_granted": "weightswarm_tracker_swarm_leases_granted_total",
+             "trk_leases_expired": "weightswarm_tracker_swarm_leases_expired_total",
+             "trk_leases_released": "weightswarm_tracker_swarm_leases_released_total",
+             "trk_claims_distrusted": "weightswarm_tracker_swarm_claims_distrusted_total"}
+    r = subprocess.run(["ip", "netns", "exec", f"{PFX}-trk", "curl", "-sf", "-H", "@" + auth,
+                        f"http://{TRK_IP}:7601/metrics"], capture_output=True, text=True)
+    out = {k: 0 for k in names}
+    for line in r.stdout.splitlines():
+        for k, name in names.items():
+            if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
+                out[k] += int(float(line.rsplit(" ", 1)[1]))
+    return out
 
 
 def gauge_summary(v):

@@ -20,7 +20,7 @@
 #include "swarm/picker.h"
 #include "swarm/swarm_release.h"
 
-#define SFX_NBRS_MAX 6
+#define SFX_NBRS_MAX 10
 #define SFX_SEEN_MAX 64
 
 /* What one neighbour's far end received, in order. */

@@ -36,7 +36,8 @@ typedef struct {
 
 /* nbrs neighbours; we hold the first `held` chunks, the rest arrive. */
 static void ufx_setup(ufx_t *f, unsigned nbrs, uint32_t held) {
-  static const char *const names[] = {"a", "b", "c", "d", "e", "f"};
+  static const char *const names[SFX_NBRS_MAX] = {"a", "b", "c", "d", "e",
+                                                  "f", "g", "h", "i", "j"};
   memset(f, 0, sizeof(*f));
   memset(&fake_upload_log, 0, sizeof(fake_upload_log));
   f->s = sfx_setup(spec, 1);
@@ -106,26 +107,30 @@ static void test_free_slot_goes_to_whoever_asks(void **state) {
 
 /* One neighbour "mux" with chunks arriving: beside its held chunk it takes
  * slots up to PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE, its next request
- * waits in its queue, and the spare one goes to a neighbour with none. */
+ * waits in its queue, and the spare ones go to neighbours with none. */
 static void test_spare_slot_for_one_with_none(void **state) {
   (void)state;
   ufx_t f;
-  ufx_setup(&f, 3, 2); /* chunks 0, 1 held; 2.. arriving */
+  const unsigned last = 1 + PEER_UPLOADS_SPARE;
+  ufx_setup(&f, last + 1, 2); /* chunks 0, 1 held; 2.. arriving */
   fake_upload_log.mux = true;
-  peer_neighbor_t *a = &f.nb[0]->n, *b = &f.nb[1]->n;
+  peer_neighbor_t *a = &f.nb[0]->n;
   ask(&f, 0, 0);
   for (uint32_t g = 2; g < 2 + PEER_UPLOADS_MAX; g++)
     ask(&f, 0, g);
   assert_int_equal(a->nups, PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE);
   assert_int_equal(a->sq_len, 1 + PEER_UPLOADS_SPARE);
   assert_int_equal(fake_upload_log.rejects, 0);
-  ask(&f, 1, 1);
-  assert_int_equal(b->nups, 1);
+  /* Each spare slot goes to a neighbour holding none. */
+  for (unsigned i = 1; i < last; i++) {
+    ask(&f, i, 1);
+    assert_int_equal(f.nb[i]->n.nups, 1);
+  }
   assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX);
-  /* Now every slot is taken: the third is refused. */
-  ask(&f, 2, 1);
+  /* Now every slot is taken: the next is refused. */
+  ask(&f, last, 1);
   assert_int_equal(fake_upload_log.rejects, 1);
-  assert_ptr_equal(fake_upload_log.last_reject_to, &f.nb[2]->n);
+  assert_ptr_equal(fake_upload_log.last_reject_to, &f.nb[last]->n);
   ufx_teardown(&f);
 }
 
