@@ -145,11 +145,12 @@ class Net:
 
     TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPSynRetrans")
 
-    def tcp_counters(self):
+    def tcp_counters(self, names=None):
         """Retransmitted segments and retransmission timeouts, summed over
-        the S3 host's and every host's namespace (since each was made)."""
+        the S3 host's and every host's namespace (or those named), since
+        each was made."""
         tot = dict.fromkeys(self.TCP_COUNTERS, 0)
-        for name in ["s3"] + [f"h{i}" for i in range(1, self.n + 1)]:
+        for name in names or ["s3"] + [f"h{i}" for i in range(1, self.n + 1)]:
             out = sh("ip", "netns", "exec", f"{PFX}-{name}", "nstat", "-asz",
                      *self.TCP_COUNTERS, capture_output=True, text=True).stdout
             for line in out.splitlines():
@@ -269,6 +270,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     s3_before = net.tx_bytes("s3")
     rx_before = net.host_rx_bytes()
     tcp_before = net.tcp_counters()
+    s3_retrans_before = net.tcp_counters(["s3"])["TcpRetransSegs"]
     try:
         token = ws.write_token(os.path.join(work, "api.token"))
         auth = os.path.join(work, "api.auth")  # curl -H @FILE: not in ps
@@ -340,6 +342,10 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         # TCP's own trouble on the shaped links: segments sent again and
         # retransmission timeouts (a connection silent for >= 200 ms).
         events.update({k: v - tcp_before[k] for k, v in net.tcp_counters().items()})
+        # Segments the S3 host sent again: its interface bytes (S3 / F)
+        # count them, so a run reading no chunk twice can still show more.
+        events["s3_retrans_segs"] = (net.tcp_counters(["s3"])["TcpRetransSegs"]
+                                     - s3_retrans_before)
         cpu = sum(cpu_s(p.proc.pid) for p in peers)
         rss = max(peak_rss_kib(p.proc.pid) for p in peers)
         verified = all(ws.tree_equal(src, os.path.join(p.cache, "releases", pub["digest"]))[0]
