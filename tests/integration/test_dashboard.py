@@ -88,7 +88,7 @@ def test_dashboard_live_swarm(rgw, s3env, tmp_path):
     key = ws.write_cluster_key(str(tmp_path / "k"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
     # Four nodes in two zones, slow enough to be caught mid-flight (about
-    # 12 s); node-d downloads slower still: the straggler.
+    # 12 s); node-d downloads from its neighbours slower still.
     rates = {"node-a": MiB, "node-b": MiB, "node-c": MiB, "node-d": MiB * 6 // 10}
     peers = [ws.swarm_peer(BUILD, str(tmp_path), s3env, n, trk, key,
                            extra=["--node-id", n, "--zone", "zone-" + "ab"[i % 2],
@@ -144,13 +144,18 @@ def test_dashboard_live_swarm(rgw, s3env, tmp_path):
         for n in s["nodes"]:
             assert n["zone"] in ("zone-a", "zone-b") and n["progress"] == 1.0, n
             assert n["state"] == "done" and n["done_s"] is not None, n
-        # Done nodes: slowest first; node-d took longest.
-        assert s["nodes"][0]["node_id"] == "node-d", [n["node_id"] for n in s["nodes"]]
+        # Done nodes: slowest first. Which one is slowest is a race too:
+        # node-d reads its neighbours at 0.6 MiB/s, but the chunks it reads
+        # from S3 (its leases) are not limited, and in one run it read half
+        # of the release from S3 and finished first.
+        took = [n["done_s"] for n in s["nodes"]]
+        assert took == sorted(took, reverse=True), s["nodes"]
+        slowest = s["nodes"][0]["node_id"]
         kpi, nodes, dom = look(url, os.path.join(out, "dashboard-done.png"))
         assert kpi["nodes"] == "4 / 0 / 0", kpi
         assert re.match(r"1\.\d\d\u00d7", kpi["s3_ratio"]) or kpi["s3_ratio"].startswith("0.9"), kpi
         assert not kpi["p50"].startswith(">") and not kpi["p99"].startswith(">"), kpi
-        assert nodes[0] == "node-d", nodes
+        assert nodes[0] == slowest, nodes
         assert "zone-a" in dom and "zone-b" in dom
     finally:
         for p in peers:
