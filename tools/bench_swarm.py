@@ -135,12 +135,12 @@ class Net:
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
                 shape(nsx, dev, mbit, self.qdisc)
 
-    def host_rx_bytes(self):
+    def host_rx_bytes(self, side="tx"):
         """Bytes each host has received on its link, h1..hN (read on the
-        bridge side, one process for all)."""
+        bridge side, one process for all); side="rx": those it sent."""
         out = sh("ip", "netns", "exec", f"{PFX}-br", "sh", "-c",
-                 "for i in $(seq 1 %d); do cat /sys/class/net/%sh${i}b/statistics/tx_bytes; done"
-                 % (self.n, PFX), capture_output=True, text=True)
+                 "for i in $(seq 1 %d); do cat /sys/class/net/%sh${i}b/statistics/%s_bytes; done"
+                 % (self.n, PFX, side), capture_output=True, text=True)
         return [int(v) for v in out.stdout.split()]
 
     TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPSynRetrans")
@@ -269,6 +269,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     trk = None
     s3_before = net.tx_bytes("s3")
     rx_before = net.host_rx_bytes()
+    sent_before = net.host_rx_bytes("rx")
     tcp_before = net.tcp_counters()
     s3_retrans_before = net.tcp_counters(["s3"])["TcpRetransSegs"]
     try:
@@ -307,12 +308,13 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         times = wait_all(peers, pub["digest"], t0, timeline=timeline,
                          origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
                          step=a.timeline,
-                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)],
+                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)]
+                         + [v - b for v, b in zip(net.host_rx_bytes("rx"), sent_before)],
                          gauges=gauges,
                          origin_left=lambda: F - (net.tx_bytes("s3") - s3_before))
         if timeline:
             print(f"{mode} timeline (s, MiB the S3 host sent, MiB done per host, "
-                  "MiB received on each host's link):")
+                  "MiB received on each host's link, MiB each host sent):")
             for row in timeline:
                 print("  " + " ".join(f"{v:>6}" for v in row))
         ticks1 = cpu_ticks()
@@ -405,6 +407,52 @@ def gauge_summary(v):
     return {"mean": round(sum(v) / len(v), 2), "max": max(v)} if v else None
 
 
+def run_tcp_mesh(a, net, k=3, seconds=15):
+    """What TCP alone gets on these links: each host sends to the k hosts
+    after it (iperf3, one stream each) for the given seconds, every link at
+    once. Returns each host's received bytes per second as a share of B
+    (headers included, as the swarm timeline counts them, over the wall
+    time from the first start: low when starting the clients takes long),
+    and the streams' goodput (payload, as F counts it)."""
+    k = min(k, a.peers - 1)
+    servers, clients = [], []
+    try:
+        for i in range(1, a.peers + 1):
+            for j in range(1, k + 1):
+                servers.append(subprocess.Popen(
+                    ["ip", "netns", "exec", f"{PFX}-h{i}", "iperf3", "-s", "-1",
+                     "-p", str(5200 + j)], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL))
+        time.sleep(1)
+        rx0 = net.host_rx_bytes()
+        t0 = time.time()
+        for i in range(1, a.peers + 1):
+            for j in range(1, k + 1):
+                clients.append(subprocess.Popen(
+                    ["ip", "netns", "exec", f"{PFX}-h{i}", "iperf3", "-c",
+                     host_ip((i - 1 + j) % a.peers + 1), "-p", str(5200 + j),
+                     "-t", str(seconds), "-J"], stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, text=True))
+        outs = [c.communicate()[0] for c in clients]
+        dt = time.time() - t0
+        link = a.rate_mbit * 1e6 / 8
+        share = [round((v - b) / dt / link, 3) for v, b in zip(net.host_rx_bytes(), rx0)]
+        goodput = []
+        for o in outs:
+            try:
+                goodput.append(json.loads(o)["end"]["sum_received"]["bits_per_second"])
+            except (ValueError, KeyError):
+                goodput.append(0.0)
+        return {"mode": "tcp", "n": a.peers, "rate_mbit": a.rate_mbit, "qdisc": a.qdisc,
+                "streams_per_host": k, "seconds": seconds, "rx_share": share,
+                "rx_share_median": sorted(share)[len(share) // 2],
+                "goodput_share": round(sum(goodput) / (a.peers * a.rate_mbit * 1e6), 3)}
+    finally:
+        for p in servers + clients:
+            if p.poll() is None:
+                p.kill()
+
+
 def run(a):
     global BUILD
     if a.build_dir:  # another tree's binaries, as they are (A/B runs)
@@ -429,6 +477,14 @@ def run(a):
         with open(key, "w") as f:
             f.write(os.urandom(32).hex() + "\n")
         for mode in a.modes.split(","):
+            if mode == "tcp":
+                res = run_tcp_mesh(a, net)
+                print(json.dumps(res) if a.json else
+                      f"tcp: goodput {res['goodput_share']} x B per host "
+                      f"({res['streams_per_host']} iperf3 streams out of and into each "
+                      f"host; link bytes over the wall time, starts included: median "
+                      f"{res['rx_share_median']} x B)", flush=True)
+                continue
             ratios = []
             for rnd in range(a.rounds):
                 # Same start for every run: the model just written and the
