@@ -135,9 +135,11 @@ class Net:
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
                 shape(nsx, dev, mbit, self.qdisc)
 
-    def host_rx_bytes(self, side="tx"):
-        """Bytes each host has received on its link, h1..hN (read on the
-        bridge side, one process for all); side="rx": those it sent."""
+    def host_rx_bytes(self, sent=False):
+        """Bytes each host has received on its link, h1..hN, or with sent
+        those it sent (read on the bridge side, where the host's download
+        is the port's tx; one process for all)."""
+        side = "rx" if sent else "tx"
         out = sh("ip", "netns", "exec", f"{PFX}-br", "sh", "-c",
                  "for i in $(seq 1 %d); do cat /sys/class/net/%sh${i}b/statistics/%s_bytes; done"
                  % (self.n, PFX, side), capture_output=True, text=True)
@@ -269,7 +271,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     trk = None
     s3_before = net.tx_bytes("s3")
     rx_before = net.host_rx_bytes()
-    sent_before = net.host_rx_bytes("rx")
+    sent_before = net.host_rx_bytes(sent=True)
     tcp_before = net.tcp_counters()
     s3_retrans_before = net.tcp_counters(["s3"])["TcpRetransSegs"]
     try:
@@ -309,7 +311,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                          origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
                          step=a.timeline,
                          rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)]
-                         + [v - b for v, b in zip(net.host_rx_bytes("rx"), sent_before)],
+                         + [v - b for v, b in zip(net.host_rx_bytes(sent=True), sent_before)],
                          gauges=gauges,
                          origin_left=lambda: F - (net.tx_bytes("s3") - s3_before))
         if timeline:
