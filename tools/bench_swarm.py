@@ -397,12 +397,7 @@ def tracker_counters(auth):
              "trk_claims_distrusted": "weightswarm_tracker_swarm_claims_distrusted_total"}
     r = subprocess.run(["ip", "netns", "exec", f"{PFX}-trk", "curl", "-sf", "-H", "@" + auth,
                         f"http://{TRK_IP}:7601/metrics"], capture_output=True, text=True)
-    out = {k: 0 for k in names}
-    for line in r.stdout.splitlines():
-        for k, name in names.items():
-            if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
-                out[k] += int(float(line.rsplit(" ", 1)[1]))
-    return out
+    return {k: int(ws.metric_sum(r.stdout, name)) for k, name in names.items()}
 
 
 def gauge_summary(v):
@@ -440,11 +435,11 @@ def run_tcp_mesh(a, net, k=3, seconds=15):
         link = a.rate_mbit * 1e6 / 8
         share = [round((v - b) / dt / link, 3) for v, b in zip(net.host_rx_bytes(), rx0)]
         goodput = []
-        for o in outs:
+        for c, o in zip(clients, outs):
             try:
                 goodput.append(json.loads(o)["end"]["sum_received"]["bits_per_second"])
-            except (ValueError, KeyError):
-                goodput.append(0.0)
+            except (ValueError, KeyError) as e:
+                raise RuntimeError(f"iperf3 stream failed (exit {c.returncode}): {e}")
         return {"mode": "tcp", "n": a.peers, "rate_mbit": a.rate_mbit, "qdisc": a.qdisc,
                 "streams_per_host": k, "seconds": seconds, "rx_share": share,
                 "rx_share_median": sorted(share)[len(share) // 2],

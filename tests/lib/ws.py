@@ -48,6 +48,15 @@ def api(sock, method, path, body=None, timeout=30):
 _help_cache = {}
 
 
+def metric_sum(text, name):
+    """Sum of all samples of metric name in Prometheus text."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def supports(binary, flag):
     """True if binary's --help lists flag. The binaries of an older build
     (a regression test run against the code before a change) lack newer
@@ -142,13 +151,7 @@ class P2pd:
         """Sum of all samples of a Prometheus metric from /metrics."""
         st, text = self.api("GET", "/metrics")
         assert st == 200
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name) and not line.startswith("#"):
-                rest = line[len(name):]
-                if rest[:1] in (" ", "{"):
-                    total += float(line.rsplit(" ", 1)[1])
-        return total
+        return metric_sum(text, name)
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc and self.proc.poll() is None:
