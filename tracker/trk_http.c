@@ -76,6 +76,8 @@ static void h_vendor(ws_httpd_req_t *req, void *arg) {
   ws_httpd_reply(req, 200, ctype, body, len);
 }
 
+/* /healthz and /readyz: the tracker answers as soon as it listens (it
+ * depends on nothing that could come up later), as on --metrics. */
 static void h_healthz(ws_httpd_req_t *req, void *arg) {
   (void)arg;
   ws_httpd_reply(req, 200, "text/plain; charset=utf-8", "ok\n", 3);
@@ -391,6 +393,7 @@ int trk_http_new(uv_loop_t *loop, trk_tracker_t *t, trk_server_t *srv,
       {"GET", "/", WS_HTTPD_MATCH_EXACT, h_dashboard},
       {"GET", "/vendor/", WS_HTTPD_MATCH_PREFIX, h_vendor},
       {"GET", "/healthz", WS_HTTPD_MATCH_EXACT, h_healthz},
+      {"GET", "/readyz", WS_HTTPD_MATCH_EXACT, h_healthz},
       {"GET", "/metrics", WS_HTTPD_MATCH_EXACT, h_metrics},
       {"GET", "/api/v1/swarms", WS_HTTPD_MATCH_EXACT, h_swarms},
       {"GET", "/api/v1/swarms/", WS_HTTPD_MATCH_PREFIX, h_swarm},

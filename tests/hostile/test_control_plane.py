@@ -97,9 +97,10 @@ def test_tracker_reads_closed_on_request(tmp_path):
             assert_401(*call(trk.http, "GET", path))
             st, _, _ = call(trk.http, "GET", path, token=trk.token)
             assert st == 200, path
-        # The probe needs no token.
-        st, _, body = call(trk.http, "GET", "/healthz")
-        assert st == 200, body
+        # The probes need no token.
+        for probe in ("/healthz", "/readyz"):
+            st, _, body = call(trk.http, "GET", probe)
+            assert st == 200, (probe, body)
         # p2pctl targets sends the token from the file.
         ctl = binary("tools/p2pctl")
         r = subprocess.run([ctl, "targets", f"127.0.0.1:{trk.http}"],

@@ -238,6 +238,8 @@ def test_http_api_and_prefetch(trk):
     assert b"/api/v1/swarms" in page and b"http://" not in page
     assert b"https://" not in page  # self-contained: no CDN
     assert trk.get("/healthz")[2] == b"ok\n"
+    # The readiness probe answers on --http as on --metrics.
+    assert trk.get("/readyz")[:1] == (200,) and trk.get("/readyz")[2] == b"ok\n"
     a = Peer(trk.port, "node-a")
     a.announce(uri=URI)
     st, body = trk.call("GET", "/api/v1/swarms")
