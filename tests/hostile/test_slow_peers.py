@@ -10,6 +10,10 @@ test) plus SLACK_S:
   stayed one chunk short for ever);
 - idle keyed connections that fill a node's neighbour slots (the real seed
   was turned away after every handshake and the node stayed at 0 bytes);
+- anonymous connections that never start their handshake (past
+  PEER_PREAUTH_MAX at once the rest are closed at once and counted in
+  weightswarm_p2pd_peer_connections_refused_total; a keyed neighbour still
+  gets in);
 - "mux" connections that request chunks arriving from S3 and never read
   (their uploads took every upload slot; an honest neighbour got REJECT
   busy for ever).
@@ -23,6 +27,7 @@ longer than the bound (for ever, or until the stall fallback at
 --stall-timeout).
 """
 import os
+import socket
 import struct
 import subprocess
 import threading
@@ -242,6 +247,67 @@ def test_idle_connections_do_not_keep_the_seed_out(rgw, s3env, tmp_path):
         for p in nodes + [seed]:
             p.stop()
         trk.stop()
+
+
+# ---- anonymous connections that never start a handshake --------------------
+
+PREAUTH_MAX = 16  # PEER_PREAUTH_MAX (peer/core/tunables.h)
+REFUSED = "weightswarm_p2pd_peer_connections_refused_total"
+
+
+def test_handshake_flood_is_refused_and_counted(rgw, s3env, tmp_path):
+    key = ws.write_cluster_key(str(tmp_path / "flood.key"))
+    lport = ws.free_port()
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="flooded",
+                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    flood = []
+    try:
+        assert p.metric(REFUSED) == 0
+        extra = 8
+        for _ in range(PREAUTH_MAX + extra):
+            flood.append(socket.create_connection(("127.0.0.1", lport), timeout=5))
+        deadline = time.time() + 3
+        while p.metric(REFUSED) < extra and time.time() < deadline:
+            time.sleep(0.05)
+        refused = p.metric(REFUSED)
+        # The connections past the limit, no more (the handshake timeout of
+        # the others is seconds away).
+        assert refused == extra, refused
+        # The node speaks first: a socket is closed when what it reads ends,
+        # open while it waits. All well within the handshake timeout (5 s),
+        # which would close the others too.
+        closed = 0
+        for s in flood:
+            s.settimeout(0.1)
+            try:
+                while s.recv(65536):
+                    pass
+                closed += 1
+            except ConnectionResetError:
+                closed += 1
+            except socket.timeout:
+                pass
+        assert closed == extra, closed
+        for s in flood:
+            s.close()
+        # The daemon is up and a keyed neighbour gets in once the node has
+        # seen the flood go (until then it is refused like the others).
+        deadline, turned_away = time.time() + 5, 0
+        while True:
+            c = wsproto.Conn("127.0.0.1", lport, wsproto.read_key(key),
+                             node_id="honest-after-flood")
+            ok = c.handshake()
+            c.close()
+            if ok or time.time() > deadline:
+                break
+            turned_away += 1
+            time.sleep(0.1)
+        assert ok, turned_away
+        assert p.metric(REFUSED) == extra + turned_away
+    finally:
+        for s in flood:
+            s.close()
+        p.stop()
 
 
 # ---- "mux" connections that request and never read ------------------------
