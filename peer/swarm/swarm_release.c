@@ -582,8 +582,13 @@ void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
       a->s3_bytes += f->bytes_from_s3;
       a->peer_bytes += f->bytes_from_peers;
     }
-    if (f->state == PEER_FILE_FAILED && a->err[0] == '\0')
-      snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
-               f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err));
+    if (f->state == PEER_FILE_FAILED && a->err[0] == '\0') {
+      /* A name of up to 255 bytes and its error do not always fit: the
+       * message is cut at the end (its start names the file), and says so. */
+      int len = snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
+                         f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err));
+      if (len >= (int)sizeof(a->err))
+        memcpy(a->err + sizeof(a->err) - 4, "...", 4);
+    }
   }
 }
