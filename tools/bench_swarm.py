@@ -475,7 +475,7 @@ def run(a):
             f.write(os.urandom(32).hex() + "\n")
         for mode in a.modes.split(","):
             if mode == "tcp":
-                res = run_tcp_mesh(a, net)
+                res = run_tcp_mesh(a, net, k=a.tcp_streams)
                 print(json.dumps(res) if a.json else
                       f"tcp: goodput {res['goodput_share']} x B per host "
                       f"({res['streams_per_host']} iperf3 streams out of and into each "
