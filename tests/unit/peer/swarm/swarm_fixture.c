@@ -217,7 +217,7 @@ peer_file_t *sfx_file(sfx_t *s, const char *name, uint32_t *k) {
 }
 
 uint32_t sfx_global(sfx_t *s, const char *name, uint32_t j) {
-  uint32_t k;
+  uint32_t k = 0; /* fail_msg() does not return, but is not marked so */
   (void)sfx_file(s, name, &k);
   return (uint32_t)s->fx.m->files[k].first_chunk + j;
 }
