@@ -1,6 +1,7 @@
 """Neighbours that hold a node's time or slots without delivering: each test
-plays one keyed liar (tests/lib/wsproto.py) against real p2pd processes and
-a real radosgw, and checks that the honest node still finishes, within
+plays one liar (keyed, tests/lib/wsproto.py, but for the handshake flood)
+against real p2pd processes and a real radosgw, and checks that the honest
+node still finishes, within
 1.2 x the time the same fetch took without the liar (measured in the same
 test) plus SLACK_S:
 
@@ -10,10 +11,12 @@ test) plus SLACK_S:
   stayed one chunk short for ever);
 - idle keyed connections that fill a node's neighbour slots (the real seed
   was turned away after every handshake and the node stayed at 0 bytes);
-- anonymous connections that never start their handshake (past
+- anonymous connections that never start their handshake: past
   PEER_PREAUTH_MAX at once the rest are closed at once and counted in
-  weightswarm_p2pd_peer_connections_refused_total; a keyed neighbour still
-  gets in);
+  weightswarm_p2pd_peer_connections_refused_total, and a keyed neighbour
+  gets in after them (this one checks the count and that handshake, not a
+  fetch time; the defence predates it, and it fails with the count
+  removed);
 - "mux" connections that request chunks arriving from S3 and never read
   (their uploads took every upload slot; an honest neighbour got REJECT
   busy for ever).

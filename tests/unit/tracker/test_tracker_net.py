@@ -239,7 +239,8 @@ def test_http_api_and_prefetch(trk):
     assert b"https://" not in page  # self-contained: no CDN
     assert trk.get("/healthz")[2] == b"ok\n"
     # The readiness probe answers on --http as on --metrics.
-    assert trk.get("/readyz")[:1] == (200,) and trk.get("/readyz")[2] == b"ok\n"
+    st, _, body = trk.get("/readyz")
+    assert st == 200 and body == b"ok\n", (st, body)
     a = Peer(trk.port, "node-a")
     a.announce(uri=URI)
     st, body = trk.call("GET", "/api/v1/swarms")
