@@ -7,6 +7,7 @@
  *               [--max-releases-per-node N] [--wanted-ttl DURATION]
  *               [--api-token-file FILE [--api-token-reads]] [--insecure]
  *               [--max-peers N] [--max-members N] [--max-memory SIZE]
+ *               [--max-nodes-per-addr N]
  *
  * Without --insecure both the cluster key and the API token are required
  * (docs/security.md); --insecure lets either be missing, loudly.
@@ -59,9 +60,11 @@ typedef struct {
   const char *max_peers;   /* capacity (docs/tracker.md "Capacity") */
   const char *max_members;
   const char *max_memory;
+  const char *max_per_addr;
   uint32_t max_peers_n;
   uint32_t max_members_n;
   uint64_t max_memory_n;
+  uint32_t max_per_addr_n;
 } opts_t;
 
 typedef struct {
@@ -94,6 +97,7 @@ enum {
   OPT_MAX_PEERS,
   OPT_MAX_MEMBERS,
   OPT_MAX_MEMORY,
+  OPT_MAX_PER_ADDR,
   OPT_LAST
 };
 
@@ -126,7 +130,7 @@ static const ws_arg_t k_opts[OPT_LAST] = {
     [OPT_API_TOKEN_READS] = {"api-token-reads", "P2P_TRACKER_API_TOKEN_READS",
                              NULL, WS_ARG_BOOL, 0,
                              "GETs on --http need the token too (not "
-                             "/healthz)"},
+                             "/healthz, /readyz)"},
     [OPT_INSECURE] = {"insecure", "P2P_INSECURE", NULL, WS_ARG_BOOL, 0,
                       "development only: run without --cluster-key (all-zero "
                       "key) and without --api-token-file (open API)"},
@@ -138,6 +142,11 @@ static const ws_arg_t k_opts[OPT_LAST] = {
     [OPT_MAX_MEMORY] = {"max-memory", "P2P_TRACKER_MAX_MEMORY", "SIZE",
                         WS_ARG_SIZE, 0,
                         "state and peer memory cap (default 512Mi)"},
+    [OPT_MAX_PER_ADDR] = {"max-nodes-per-addr",
+                          "P2P_TRACKER_MAX_NODES_PER_ADDR", "N", WS_ARG_UINT,
+                          0,
+                          "node ids connected from one address, loopback "
+                          "exempt (default 8; raise behind a NAT)"},
 };
 
 static const ws_args_spec_t k_spec = {
@@ -197,6 +206,7 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
   o->max_peers = v[OPT_MAX_PEERS];
   o->max_members = v[OPT_MAX_MEMBERS];
   o->max_memory = v[OPT_MAX_MEMORY];
+  o->max_per_addr = v[OPT_MAX_PER_ADDR];
   return parse_numbers(o);
 }
 
@@ -252,6 +262,14 @@ static int parse_numbers(opts_t *o) {
             o->max_memory);
     return 1;
   }
+  n = TRK_MAX_NODES_PER_ADDR;
+  if (o->max_per_addr != NULL &&
+      ws_parse_uint(o->max_per_addr, 1, TRK_MAX_NODES_PER_ADDR_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --max-nodes-per-addr '%s': want 1..%u\n",
+            o->max_per_addr, (unsigned)TRK_MAX_NODES_PER_ADDR_MAX);
+    return 1;
+  }
+  o->max_per_addr_n = (uint32_t)n;
   o->wanted_ttl_ms = TRK_WANTED_TTL_MS;
   if (o->wanted_ttl != NULL &&
       (ws_parse_duration_ms(o->wanted_ttl, &o->wanted_ttl_ms) ||
@@ -499,6 +517,7 @@ int main(int argc, char **argv) {
   }
   trk_tracker_set_max_members(a.t, o.max_members_n);
   trk_tracker_set_max_memory(a.t, o.max_memory_n);
+  trk_tracker_set_max_nodes_per_addr(a.t, o.max_per_addr_n);
   if (o.origin_inflight != NULL) /* checked by parse_opts */
     trk_tracker_set_origin_inflight(a.t, o.origin_n);
   /* Checked by parse_opts; no peer is connected yet. */

@@ -48,14 +48,17 @@
 #define TRK_ANNOUNCE_BURST 20u        /* token bucket depth (announces) */
 #define TRK_ANNOUNCE_PER_S 4u         /* token refill rate */
 #define TRK_ANNOUNCE_INTERVAL_MS 5000 /* interval the reply asks peers for */
-/* Node ids one remote address may hold at once: a keyed client on one host
+/* Node ids one remote address may hold at once: the default of
+ * --max-nodes-per-addr, and its largest value. A keyed client on one host
  * cannot fill the registry, nor confirm its own have-claims from a crowd of
- * ids (docs/tracker.md "Weighing have-claims"). Loopback addresses are
+ * ids (docs/tracker.md "Weighing have-claims"); nodes that reach the
+ * tracker through one NAT address need it raised. Loopback addresses are
  * exempt: processes on the tracker's own host, whom it cannot tell apart
  * (tests, a single-host install). A node id is bound to the address it
  * connected from while that connection lives: the same id from another
  * address is refused, not swapped in. */
 #define TRK_MAX_NODES_PER_ADDR 8u
+#define TRK_MAX_NODES_PER_ADDR_MAX TRK_MAX_PEERS_MAX
 
 /* --- swarms ----------------------------------------------------------- */
 #define TRK_MAX_SWARMS 256u /* distinct digests tracked */

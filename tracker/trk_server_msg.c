@@ -339,9 +339,9 @@ static void refusal_text(trk_server_t *srv, int rc, char *out, size_t cap) {
              "that connection is gone");
   else if (trk_tracker_refusal(srv->t) == TRK_REFUSE_PER_ADDR)
     snprintf(out, cap,
-             "too many node ids from this address (%u); retry later, fetch "
-             "without this tracker",
-             TRK_MAX_NODES_PER_ADDR);
+             "too many node ids from this address (%u, "
+             "--max-nodes-per-addr); retry later, fetch without this tracker",
+             trk_tracker_max_nodes_per_addr(srv->t));
   else if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
     snprintf(out, cap,
              "tracker full: memory cap of %llu bytes reached "

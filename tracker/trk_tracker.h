@@ -80,7 +80,7 @@ typedef enum {
   TRK_REFUSE_RELEASES_PER_NODE, /* --max-releases-per-node */
   TRK_REFUSE_SWARMS,            /* TRK_MAX_SWARMS releases tracked */
   TRK_REFUSE_NODE_BOUND,        /* node id connected from another address */
-  TRK_REFUSE_PER_ADDR,          /* TRK_MAX_NODES_PER_ADDR from one address */
+  TRK_REFUSE_PER_ADDR,          /* --max-nodes-per-addr from one address */
   TRK_REFUSE_CONNS,             /* handshakes at once (trk_server.c) */
   TRK_REFUSE_LAST
 } trk_refusal_t;
@@ -113,6 +113,10 @@ void trk_tracker_free(trk_tracker_t *t); /* accepts NULL */
 /* Members one release takes (--max-members; 0: TRK_MAX_MEMBERS), for
  * every swarm now and later. */
 void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n);
+/* Node ids one remote address may hold at once (--max-nodes-per-addr; 0:
+ * TRK_MAX_NODES_PER_ADDR); loopback addresses are exempt. */
+void trk_tracker_set_max_nodes_per_addr(trk_tracker_t *t, uint32_t n);
+uint32_t trk_tracker_max_nodes_per_addr(const trk_tracker_t *t);
 /* Bytes of state the tracker may hold (--max-memory; 0: the default
  * TRK_MAX_STATE_BYTES): swarms, memberships and TRK_PEER_CONN_BYTES plus
  * the records of each peer. Past it, connects and joins are refused. */

@@ -71,7 +71,7 @@ P2PD_OPTIONS = ["--cache", "--api", "--http", "--metrics", "--listen",
 TRACKER_OPTIONS = ["--listen", "--http", "--metrics", "--cluster-key",
                    "--state", "--origin-inflight", "--log-level",
                    "--api-token-file", "--api-token-reads", "--insecure",
-                   "--version"]
+                   "--max-nodes-per-addr", "--version"]
 
 
 def check_help(r, options):
@@ -125,6 +125,17 @@ def test_usage_errors_on_stderr():
                  [P2PCTL, "--api"], [P2PCTL]):
         r = run(*argv)
         assert r.returncode == 2 and r.stdout == "" and r.stderr, (argv, r)
+
+
+@pytest.mark.parametrize("bad", ["0", "65535", "x", "-1"])
+def test_tracker_nodes_per_addr_refused(bad):
+    r = run(TRACKER, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+            "--insecure", "--max-nodes-per-addr", bad)
+    assert r.returncode == 2, (bad, r)
+    assert f"--max-nodes-per-addr '{bad}': want" in r.stderr, r.stderr
+    r = run(TRACKER, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+            "--insecure", env={"P2P_TRACKER_MAX_NODES_PER_ADDR": bad})
+    assert r.returncode == 2 and "--max-nodes-per-addr" in r.stderr, r.stderr
 
 
 def test_test_only_option_hidden():

@@ -348,6 +348,38 @@ static void test_tracker_per_address(void **state) {
   trk_tracker_free(t);
 }
 
+/* --max-nodes-per-addr: nodes behind one NAT address need more than the
+ * default; 0 sets the default back. */
+static void test_tracker_per_address_configured(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  char id[32];
+  assert_int_equal(trk_tracker_max_nodes_per_addr(t), TRK_MAX_NODES_PER_ADDR);
+  trk_tracker_set_max_nodes_per_addr(t, 3u * TRK_MAX_NODES_PER_ADDR);
+  for (uint32_t i = 0; i < 3u * TRK_MAX_NODES_PER_ADDR; i++) {
+    snprintf(id, sizeof(id), "nat%u", i);
+    (void)conn_at(t, id, "192.0.2.1");
+  }
+  trk_peer_info_t in = {.node_id = "one-more", .addr = "192.0.2.1"};
+  trk_peer_id_t pid, old;
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_PER_ADDR);
+  /* Lowered below what is connected: nobody is dropped, nobody new comes. */
+  trk_tracker_set_max_nodes_per_addr(t, 2);
+  assert_int_equal(trk_peers_addr_count(trk_tracker_peers(t), "192.0.2.1"),
+                   3u * TRK_MAX_NODES_PER_ADDR);
+  in.addr = "192.0.2.2";
+  for (uint32_t i = 0; i < 2; i++) {
+    snprintf(id, sizeof(id), "other%u", i);
+    (void)conn_at(t, id, "192.0.2.2");
+  }
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), WS_ELIMIT);
+  trk_tracker_set_max_nodes_per_addr(t, 0);
+  assert_int_equal(trk_tracker_max_nodes_per_addr(t), TRK_MAX_NODES_PER_ADDR);
+  assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), 0);
+  trk_tracker_free(t);
+}
+
 /* The memory count covers each swarm's record and history, not only its
  * per-chunk arrays. */
 static void test_memory_counts_swarm_records(void **state) {
@@ -382,6 +414,7 @@ int main(void) {
       cmocka_unit_test(test_tracker_served_addresses),
       cmocka_unit_test(test_tracker_swarm_keyed_by_count),
       cmocka_unit_test(test_tracker_per_address),
+      cmocka_unit_test(test_tracker_per_address_configured),
       cmocka_unit_test(test_memory_counts_swarm_records),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
