@@ -143,8 +143,7 @@ static const ws_arg_t k_opts[OPT_LAST] = {
                         WS_ARG_SIZE, 0,
                         "state and peer memory cap (default 512Mi)"},
     [OPT_MAX_PER_ADDR] = {"max-nodes-per-addr",
-                          "P2P_TRACKER_MAX_NODES_PER_ADDR", "N", WS_ARG_UINT,
-                          0,
+                          "P2P_TRACKER_MAX_NODES_PER_ADDR", "N", WS_ARG_UINT, 0,
                           "node ids connected from one address, loopback "
                           "exempt (default 8; raise behind a NAT)"},
 };

@@ -33,7 +33,7 @@ struct trk_tracker_s {
   trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
   uint32_t njoining;
   uint32_t max_members;  /* per swarm (--max-members) */
-  uint32_t max_per_addr; /* node ids per remote address (--max-nodes-per-addr) */
+  uint32_t max_per_addr; /* node ids per address (--max-nodes-per-addr) */
   uint64_t max_bytes;    /* memory cap (--max-memory) */
   trk_refusal_t refusal; /* why the last refused call was refused */
   uint32_t nregrant;     /* swarms marked to top up (trk_swarm_regrant) */
