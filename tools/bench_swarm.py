@@ -227,14 +227,10 @@ def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, st
         if gauges is not None and time.time() - t0 >= next_gauge:
             next_gauge += 1.0
             for i, p in enumerate(peers):
-                up = nb = None
                 st, text = p.api("GET", "/metrics")
-                for line in (text.splitlines() if st == 200 and isinstance(text, str) else []):
-                    if line.startswith("weightswarm_p2pd_peer_uploads "):
-                        up = float(line.split()[1])
-                    elif line.startswith("weightswarm_p2pd_peer_neighbors "):
-                        nb = float(line.split()[1])
-                if up is not None and nb is not None:
+                if st == 200 and isinstance(text, str):
+                    up = ws.metric_sum(text, "weightswarm_p2pd_peer_uploads")
+                    nb = ws.metric_sum(text, "weightswarm_p2pd_peer_neighbors")
                     gauges.setdefault("uploads", []).append(up)
                     gauges.setdefault("neighbors", []).append(nb)
                     if i not in done:  # while it fetches
