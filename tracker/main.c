@@ -516,11 +516,11 @@ int main(int argc, char **argv) {
   }
   trk_tracker_set_max_members(a.t, o.max_members_n);
   trk_tracker_set_max_memory(a.t, o.max_memory_n);
-  trk_tracker_set_max_nodes_per_addr(a.t, o.max_per_addr_n);
   if (o.origin_inflight != NULL) /* checked by parse_opts */
     trk_tracker_set_origin_inflight(a.t, o.origin_n);
   /* Checked by parse_opts; no peer is connected yet. */
-  if (trk_peers_set_max_joined(trk_tracker_peers(a.t), o.max_releases_n) < 0)
+  if (trk_peers_set_max_joined(trk_tracker_peers(a.t), o.max_releases_n) < 0 ||
+      trk_peers_set_max_per_addr(trk_tracker_peers(a.t), o.max_per_addr_n) < 0)
     return 2;
   trk_wanted_set_ttl(trk_tracker_wanted(a.t), o.wanted_ttl_ms);
   if (o.state_file != NULL) {

@@ -21,7 +21,8 @@
 
 struct trk_peers_s {
   uint32_t max;
-  uint32_t max_joined; /* join slots of each peer added */
+  uint32_t max_joined;   /* join slots of each peer added */
+  uint32_t max_per_addr; /* node ids per remote address */
   uint32_t count;
   uint32_t hwm;       /* slots >= hwm are free */
   uint32_t free_from; /* no free slot below this */
@@ -139,6 +140,7 @@ trk_peers_t *trk_peers_new(uint32_t max_peers) {
     goto fail;
   reg->max = max_peers;
   reg->max_joined = TRK_MAX_SWARMS_PER_PEER;
+  reg->max_per_addr = TRK_MAX_NODES_PER_ADDR;
   reg->slot = calloc(max_peers, sizeof(*reg->slot));
   if (reg->slot == NULL)
     goto fail_reg;
@@ -352,6 +354,17 @@ int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) {
 
 uint32_t trk_peers_max_joined(const trk_peers_t *reg) {
   return reg->max_joined;
+}
+
+int trk_peers_set_max_per_addr(trk_peers_t *reg, uint32_t n) {
+  if (n == 0 || n > TRK_MAX_NODES_PER_ADDR_MAX)
+    return WS_EUSAGE;
+  reg->max_per_addr = n;
+  return 0;
+}
+
+uint32_t trk_peers_max_per_addr(const trk_peers_t *reg) {
+  return reg->max_per_addr;
 }
 
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor) {

@@ -84,7 +84,7 @@ int trk_peers_add(trk_peers_t *reg, const trk_peer_info_t *info,
 void trk_peers_remove(trk_peers_t *reg, trk_peer_id_t id);
 /* Borrowed pointer to the peer with this id, or NULL. */
 trk_peer_t *trk_peers_get(const trk_peers_t *reg, trk_peer_id_t id);
-/* Peers connected from addr now (TRK_MAX_NODES_PER_ADDR). */
+/* Peers connected from addr now (trk_peers_max_per_addr). */
 uint32_t trk_peers_addr_count(const trk_peers_t *reg, const char *addr);
 /* 1 for a loopback address (127.0.0.0/8, ::1, ::ffff:127.x): the
  * tracker's own host. */
@@ -99,6 +99,12 @@ uint32_t trk_peers_slots(const trk_peers_t *reg);
  * (else WS_EUSAGE); TRK_MAX_SWARMS_PER_PEER until set. */
 int trk_peers_set_max_joined(trk_peers_t *reg, uint32_t n) WS_MUST_USE;
 uint32_t trk_peers_max_joined(const trk_peers_t *reg);
+/* Node ids one remote address may hold at once, loopback exempt (the
+ * tracker's connect checks it): 1..TRK_MAX_NODES_PER_ADDR_MAX (else
+ * WS_EUSAGE), --max-nodes-per-addr; TRK_MAX_NODES_PER_ADDR until set.
+ * Lowering it drops nobody connected. */
+int trk_peers_set_max_per_addr(trk_peers_t *reg, uint32_t n) WS_MUST_USE;
+uint32_t trk_peers_max_per_addr(const trk_peers_t *reg);
 /* Iteration: start with *cursor = 0; returns the next peer or NULL at the
  * end. Adding or removing peers during iteration is not allowed. */
 trk_peer_t *trk_peers_next(const trk_peers_t *reg, uint32_t *cursor);

@@ -341,7 +341,7 @@ static void refusal_text(trk_server_t *srv, int rc, char *out, size_t cap) {
     snprintf(out, cap,
              "too many node ids from this address (%u, "
              "--max-nodes-per-addr); retry later, fetch without this tracker",
-             trk_tracker_max_nodes_per_addr(srv->t));
+             trk_peers_max_per_addr(trk_tracker_peers(srv->t)));
   else if (trk_tracker_refusal(srv->t) == TRK_REFUSE_MEMORY)
     snprintf(out, cap,
              "tracker full: memory cap of %llu bytes reached "

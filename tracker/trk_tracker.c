@@ -33,7 +33,6 @@ struct trk_tracker_s {
   trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
   uint32_t njoining;
   uint32_t max_members;  /* per swarm (--max-members) */
-  uint32_t max_per_addr; /* node ids per address (--max-nodes-per-addr) */
   uint64_t max_bytes;    /* memory cap (--max-memory) */
   trk_refusal_t refusal; /* why the last refused call was refused */
   uint32_t nregrant;     /* swarms marked to top up (trk_swarm_regrant) */
@@ -45,14 +44,6 @@ void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n) {
   t->max_members = n;
   for (uint32_t i = 0; i < t->nswarms; i++)
     trk_swarm_set_max_members(t->swarms[i], n);
-}
-
-void trk_tracker_set_max_nodes_per_addr(trk_tracker_t *t, uint32_t n) {
-  t->max_per_addr = n;
-}
-
-uint32_t trk_tracker_max_nodes_per_addr(const trk_tracker_t *t) {
-  return t->max_per_addr != 0 ? t->max_per_addr : TRK_MAX_NODES_PER_ADDR;
 }
 
 void trk_tracker_set_max_memory(trk_tracker_t *t, uint64_t bytes) {
@@ -230,7 +221,7 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
   if (old != NULL && strcmp(old->addr, addr) != 0)
     return refuse(t, TRK_REFUSE_NODE_BOUND);
   if (old == NULL && !trk_peer_addr_loopback(addr) &&
-      trk_peers_addr_count(t->peers, addr) >= trk_tracker_max_nodes_per_addr(t))
+      trk_peers_addr_count(t->peers, addr) >= trk_peers_max_per_addr(t->peers))
     return refuse(t, TRK_REFUSE_PER_ADDR);
   if (old != NULL) {
     old_id = old->id;

@@ -113,10 +113,6 @@ void trk_tracker_free(trk_tracker_t *t); /* accepts NULL */
 /* Members one release takes (--max-members; 0: TRK_MAX_MEMBERS), for
  * every swarm now and later. */
 void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n);
-/* Node ids one remote address may hold at once (--max-nodes-per-addr; 0:
- * TRK_MAX_NODES_PER_ADDR); loopback addresses are exempt. */
-void trk_tracker_set_max_nodes_per_addr(trk_tracker_t *t, uint32_t n);
-uint32_t trk_tracker_max_nodes_per_addr(const trk_tracker_t *t);
 /* Bytes of state the tracker may hold (--max-memory; 0: the default
  * TRK_MAX_STATE_BYTES): swarms, memberships and TRK_PEER_CONN_BYTES plus
  * the records of each peer. Past it, connects and joins are refused. */

@@ -349,13 +349,19 @@ static void test_tracker_per_address(void **state) {
 }
 
 /* --max-nodes-per-addr: nodes behind one NAT address need more than the
- * default; 0 sets the default back. */
+ * default; out-of-range values are refused. */
 static void test_tracker_per_address_configured(void **state) {
   (void)state;
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
   char id[32];
-  assert_int_equal(trk_tracker_max_nodes_per_addr(t), TRK_MAX_NODES_PER_ADDR);
-  trk_tracker_set_max_nodes_per_addr(t, 3u * TRK_MAX_NODES_PER_ADDR);
+  trk_peers_t *reg = trk_tracker_peers(t);
+  assert_int_equal(trk_peers_max_per_addr(reg), TRK_MAX_NODES_PER_ADDR);
+  assert_int_equal(trk_peers_set_max_per_addr(reg, 0), WS_EUSAGE);
+  assert_int_equal(
+      trk_peers_set_max_per_addr(reg, TRK_MAX_NODES_PER_ADDR_MAX + 1u),
+      WS_EUSAGE);
+  assert_int_equal(trk_peers_set_max_per_addr(reg, 3u * TRK_MAX_NODES_PER_ADDR),
+                   0);
   for (uint32_t i = 0; i < 3u * TRK_MAX_NODES_PER_ADDR; i++) {
     snprintf(id, sizeof(id), "nat%u", i);
     (void)conn_at(t, id, "192.0.2.1");
@@ -365,8 +371,8 @@ static void test_tracker_per_address_configured(void **state) {
   assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), WS_ELIMIT);
   assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_PER_ADDR);
   /* Lowered below what is connected: nobody is dropped, nobody new comes. */
-  trk_tracker_set_max_nodes_per_addr(t, 2);
-  assert_int_equal(trk_peers_addr_count(trk_tracker_peers(t), "192.0.2.1"),
+  assert_int_equal(trk_peers_set_max_per_addr(reg, 2), 0);
+  assert_int_equal(trk_peers_addr_count(reg, "192.0.2.1"),
                    3u * TRK_MAX_NODES_PER_ADDR);
   in.addr = "192.0.2.2";
   for (uint32_t i = 0; i < 2; i++) {
@@ -374,8 +380,7 @@ static void test_tracker_per_address_configured(void **state) {
     (void)conn_at(t, id, "192.0.2.2");
   }
   assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), WS_ELIMIT);
-  trk_tracker_set_max_nodes_per_addr(t, 0);
-  assert_int_equal(trk_tracker_max_nodes_per_addr(t), TRK_MAX_NODES_PER_ADDR);
+  assert_int_equal(trk_peers_set_max_per_addr(reg, 3), 0);
   assert_int_equal(trk_tracker_connect(t, &in, 0, &pid, &old), 0);
   trk_tracker_free(t);
 }
