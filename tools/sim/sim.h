@@ -293,7 +293,13 @@ typedef struct sim_s {
   uint64_t rto_stalls;
   double origin_done_s; /* the origin's last byte of the release */
   uint32_t *fetches_of; /* S3 GETs per chunk */
+  /* How each chunk crossed the swarm: per chunk, the time of its first S3
+   * GET and the times the first node, half the nodes and every node held
+   * it verified (SIM_SPREAD_COLS each; sim_node_got), and its holders. */
+  double *spread_at;
+  uint32_t *holders;
   sim_diag_t diag;
+#define SIM_SPREAD_COLS 4
   double *series; /* per sample: t, down, up, nodes fetching */
   uint32_t nseries, series_cap;
 } sim_t;

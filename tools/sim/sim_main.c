@@ -334,6 +334,8 @@ static void *zalloc(size_t n, size_t sz) {
 static void nodes_init(sim_t *s) {
   s->nodes = zalloc(s->n, sizeof(sim_node_t));
   s->fetches_of = zalloc(s->chunks, sizeof(uint32_t));
+  s->spread_at = zalloc((size_t)s->chunks * SIM_SPREAD_COLS, sizeof(double));
+  s->holders = zalloc(s->chunks, sizeof(uint32_t));
   for (uint32_t i = 0; i < s->n; i++) {
     sim_node_t *n = &s->nodes[i];
     n->have = zalloc(s->words, sizeof(uint64_t));
@@ -483,6 +485,8 @@ static void sim_free(sim_t *s) {
   free(s->conns);
   free(s->nodes);
   free(s->fetches_of);
+  free(s->spread_at);
+  free(s->holders);
   free(s->chunk_len);
   free(s->chunk_tier);
   sim_ev_free(s);

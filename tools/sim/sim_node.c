@@ -633,6 +633,16 @@ void sim_download_fail(sim_t *s, uint32_t flow, sim_fail_t why) {
 
 void sim_node_got(sim_t *s, uint32_t node, uint32_t g, uint32_t from) {
   sim_node_t *n = &s->nodes[node];
+  if (!sim_bit(n->have, g)) {
+    uint32_t h = ++s->holders[g];
+    double *at = &s->spread_at[SIM_SPREAD_COLS * g];
+    if (h == 1)
+      at[1] = s->now;
+    if (h == (s->n + 1u) / 2u)
+      at[2] = s->now;
+    if (h == s->n)
+      at[3] = s->now;
+  }
   if (n->state[g] == SIM_MISSING)
     n->nmissing--;
   sim_chunk_state(n, g, SIM_DONE);

@@ -204,7 +204,8 @@ void sim_origin_kick(sim_t *s, uint32_t node) {
     n->in_flow[g] = SIM_PENDING;
     n->fetch[n->nfetch++] = (sim_fetch_t){g, SIM_NONE};
     s->origin_gets++;
-    s->fetches_of[g]++;
+    if (s->fetches_of[g]++ == 0)
+      s->spread_at[SIM_SPREAD_COLS * g] = s->now;
     sim_ev_push(s, s->now + s->cfg.rtt_s / 2, EV_HAVE, node, g, 1);
     sim_ev_push(s, s->now + s->cfg.ttfb_s, EV_ORIGIN_BODY, node, g, 0);
   }

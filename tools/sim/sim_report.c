@@ -258,9 +258,29 @@ typedef struct {
   double F, t_min, t_all, p50, p90, p99, first, down_run;
   bool complete;
   uint32_t maxget;
+  /* From a chunk's first GET to its first holder, half the nodes, all of
+   * them (medians over the chunks), and to all at p90. */
+  double spread[4];
   trk_swarm_stats_t st;
   double v[14], w[11]; /* util: the samples' means (see json_util) */
 } sim_rep_t;
+
+static void rep_spread(const sim_t *s, sim_rep_t *r) {
+  double *d = xcalloc(s->chunks, sizeof(double));
+  for (int k = 1; k < SIM_SPREAD_COLS; k++) {
+    uint32_t n = 0;
+    for (uint32_t g = 0; g < s->chunks; g++) {
+      const double *at = &s->spread_at[SIM_SPREAD_COLS * g];
+      if (s->holders[g] >= (k == 1 ? 1u : k == 2 ? (s->n + 1u) / 2u : s->n))
+        d[n++] = at[k] - at[0];
+    }
+    qsort(d, n, sizeof(double), cmp_double);
+    r->spread[k - 1] = n > 0 ? pct(d, n, 50) : -1.0;
+    if (k == SIM_SPREAD_COLS - 1)
+      r->spread[3] = n > 0 ? pct(d, n, 90) : -1.0;
+  }
+  free(d);
+}
 
 static void rep_compute(const sim_t *s, sim_rep_t *r) {
   const sim_cfg_t *c = &s->cfg;
@@ -283,6 +303,7 @@ static void rep_compute(const sim_t *s, sim_rep_t *r) {
   r->p99 = r->complete ? pct(t, s->n, 99) : -1.0;
   r->first = r->complete ? t[0] : -1.0;
   free(t);
+  rep_spread(s, r);
   if (trk_tracker_swarm_count(s->trk) > 0)
     trk_swarm_stats(trk_tracker_swarm_at(s->trk, 0), &r->st);
   /* Each node's mean downlink use over its own fetch (bytes in, wasted
@@ -350,6 +371,9 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
          tf(r->complete), s->verified_nodes, r->t_all, r->t_min,
          r->complete ? r->t_all / r->t_min : -1.0, r->p50, r->p90, r->p99,
          r->first);
+  printf("\"spread_s\": {\"first\": %.4f, \"half\": %.4f, \"all\": %.4f, "
+         "\"all_p90\": %.4f}, ",
+         r->spread[0], r->spread[1], r->spread[2], r->spread[3]);
 }
 
 static void json_counts(const sim_t *s, const sim_rep_t *r) {
@@ -444,6 +468,9 @@ static void text_head(const sim_t *s, const sim_rep_t *r) {
          tf(r->complete), s->verified_nodes, r->t_all, r->t_min,
          r->complete ? r->t_all / r->t_min : -1.0, r->p50, r->p90, r->p99,
          r->first, s->origin_done_s);
+  printf("a chunk from its first S3 GET (median): first holder %.2f s, half "
+         "the nodes %.2f s, all %.2f s (p90 %.2f s)\n",
+         r->spread[0], r->spread[1], r->spread[2], r->spread[3]);
 }
 
 static void text_counts(const sim_t *s, const sim_rep_t *r) {

@@ -154,6 +154,11 @@ def test_report_shares_add_up():
     assert 0 <= u["in_paced"] <= u["in_flows"]
     assert u["reqs_arriving"] <= u["reqs_held"] + 1e-9
     assert 32 < d["origin_done_s"] <= d["t_all_s"]
+    # How chunks crossed the swarm: a GET cannot bring 1 MiB faster than
+    # the origin's 16 Mbit/s link (0.52 s), and each later mark is later.
+    sp = d["spread_s"]
+    assert 0.52 < sp["first"] <= sp["half"] <= sp["all"] <= sp["all_p90"]
+    assert sp["all_p90"] < d["t_all_s"]
 
 
 def test_series_and_hosts():
