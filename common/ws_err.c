@@ -46,3 +46,12 @@ int ws_err_disk(int err) {
 int ws_err_is_disk(int err) {
   return err == WS_ENOSPC || err == WS_EIO;
 }
+
+void ws_msg_mark_cut(char *buf, size_t cap, int len) {
+  if (cap < 4 || len < 0 || (size_t)len < cap)
+    return;
+  size_t end = cap - 4;
+  while (end > 0 && ((unsigned char)buf[end] & 0xC0u) == 0x80u)
+    end--; /* a continuation byte: its sequence starts earlier */
+  memcpy(buf + end, "...", 4);
+}

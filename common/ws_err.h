@@ -7,6 +7,8 @@
 #ifndef WS_ERR_H
 #define WS_ERR_H
 
+#include <stddef.h>
+
 #define WS_ERR_MAP(XX)                                                         \
   XX(PROTO, "protocol violation")                                              \
   XX(LIMIT, "a declared size or count exceeds its limit")                      \
@@ -63,5 +65,9 @@ const char *ws_errname(int err);
 int ws_err_disk(int err);
 /* 1 for WS_ENOSPC and WS_EIO (see ws_err_disk). */
 int ws_err_is_disk(int err);
+/* For an error message snprintf() wrote into buf (cap bytes, cap >= 4)
+ * and returned len for: when the text was cut, it ends with "..." so a
+ * reader sees so, and no UTF-8 sequence is left half. */
+void ws_msg_mark_cut(char *buf, size_t cap, int len);
 
 #endif

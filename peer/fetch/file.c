@@ -290,8 +290,10 @@ void peer_file_fail(peer_file_t *file, int err, const char *msg) {
       file->state != PEER_FILE_FINISHING)
     return;
   file->err = err;
-  snprintf(file->errmsg, sizeof(file->errmsg), "%s: %s", file->mf.name,
-           msg != NULL && *msg != '\0' ? msg : ws_strerror(err));
+  ws_msg_mark_cut(
+      file->errmsg, sizeof(file->errmsg),
+      snprintf(file->errmsg, sizeof(file->errmsg), "%s: %s", file->mf.name,
+               msg != NULL && *msg != '\0' ? msg : ws_strerror(err)));
   if (err != WS_ECANCELED)
     WS_LOGE("file %s: failed: %s", file->mf.name, file->errmsg);
   file_set_state(file, PEER_FILE_FAILED);

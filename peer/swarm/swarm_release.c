@@ -585,11 +585,10 @@ void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
     if (f->state == PEER_FILE_FAILED && a->err[0] == '\0') {
       /* A name of up to 255 bytes and its error do not always fit: the
        * message is cut at the end (its start names the file), and says so. */
-      int len =
+      ws_msg_mark_cut(
+          a->err, sizeof(a->err),
           snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
-                   f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err));
-      if (len >= (int)sizeof(a->err))
-        memcpy(a->err + sizeof(a->err) - 4, "...", 4);
+                   f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err)));
     }
   }
 }

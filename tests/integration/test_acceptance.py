@@ -169,6 +169,37 @@ def test_four_releases_at_once_no_eviction(rgw, s3env, tmp_path):
         p.stop()
 
 
+def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_path):
+    """A release fetched in swarm mode whose file (name of 238 bytes) fails
+    its hash: the release's error names the file first and, cut at 256
+    bytes, ends with "..." (before, it stopped mid-word, unannounced)."""
+    src = tmp_path / "long"
+    src.mkdir()
+    name = "w" * 234 + ".bin"
+    (src / name).write_bytes(os.urandom(2 * MiB))
+    bucket = rgw.bucket()
+    pub = publish(s3env, str(src), f"s3://{bucket}/m/longname/")
+    c = rgw.client()
+    key = pub["uri"].split(bucket + "/", 1)[1] + name
+    body = bytearray(c.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body[len(body) // 2] ^= 0x01
+    c.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+    ckey = ws.write_cluster_key(str(tmp_path / "cluster.key"))
+    trk = ws.Tracker(BUILD, str(tmp_path), ckey).start()
+    p = ws.swarm_peer(BUILD, str(tmp_path), s3env, "long", trk, ckey).start()
+    try:
+        r = p.ctl("prefetch", pub["uri"], "--wait", "--timeout", "60", timeout=90)
+        assert r.returncode != 0, r.stdout + p.tail()
+        rel = ws.release_state(p, pub["digest"])
+        assert rel["state"] == "failed", rel
+        err = rel["error"]["message"]
+        assert err.startswith(name + ": chunk "), err
+        assert len(err.encode()) == 255 and err.endswith("..."), err
+    finally:
+        p.stop()
+        trk.stop()
+
+
 # --- (c) a tampered S3 object never becomes ready ---------------------------
 
 def test_tampered_object_fails_never_ready(rgw, s3env, tmp_path):

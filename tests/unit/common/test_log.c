@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ws_err.h"
 #include "ws_log.h"
 
 static char g_out[4096];
@@ -86,11 +87,31 @@ static void test_long(void **state) {
   assert_true(bs + 4 <= out + strlen(out) - 1);
 }
 
+/* An error message cut by snprintf says so, and keeps whole UTF-8. */
+static void test_msg_mark_cut(void **state) {
+  (void)state;
+  char b[8];
+  /* volatile: the compiler must not see the cuts coming (it would warn) */
+  const char *volatile fits = "abc", *volatile longer = "abcdefghij";
+  /* the cut falls inside the two-byte e-acute */
+  const char *volatile utf8 = "abc\xc3\xa9"
+                              "fghij";
+  ws_msg_mark_cut(b, sizeof(b), snprintf(b, sizeof(b), "%s", fits));
+  assert_string_equal(b, "abc");
+  ws_msg_mark_cut(b, sizeof(b), snprintf(b, sizeof(b), "%s", longer));
+  assert_string_equal(b, "abcd...");
+  ws_msg_mark_cut(b, sizeof(b), snprintf(b, sizeof(b), "%s", utf8));
+  assert_string_equal(b, "abc...");
+  ws_msg_mark_cut(b, sizeof(b), -1); /* an snprintf error: left alone */
+  assert_string_equal(b, "abc...");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plain),
       cmocka_unit_test(test_control_bytes),
       cmocka_unit_test(test_long),
+      cmocka_unit_test(test_msg_mark_cut),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
