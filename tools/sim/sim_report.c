@@ -266,12 +266,14 @@ typedef struct {
 } sim_rep_t;
 
 static void rep_spread(const sim_t *s, sim_rep_t *r) {
+  /* Holders each mark of spread_at needs (sim_node_got). */
+  const uint32_t need[SIM_SPREAD_COLS] = {0, 1, (s->n + 1u) / 2u, s->n};
   double *d = xcalloc(s->chunks, sizeof(double));
   for (int k = 1; k < SIM_SPREAD_COLS; k++) {
     uint32_t n = 0;
     for (uint32_t g = 0; g < s->chunks; g++) {
       const double *at = &s->spread_at[SIM_SPREAD_COLS * g];
-      if (s->holders[g] >= (k == 1 ? 1u : k == 2 ? (s->n + 1u) / 2u : s->n))
+      if (s->holders[g] >= need[k])
         d[n++] = at[k] - at[0];
     }
     qsort(d, n, sizeof(double), cmp_double);
