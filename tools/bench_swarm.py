@@ -135,7 +135,7 @@ class Net:
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
                 shape(nsx, dev, mbit, self.qdisc)
 
-    def host_rx_bytes(self, sent=False):
+    def host_bytes(self, sent=False):
         """Bytes each host has received on its link, h1..hN, or with sent
         those it sent (read on the bridge side, where the host's download
         is the port's tx; one process for all)."""
@@ -266,8 +266,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     peers = []
     trk = None
     s3_before = net.tx_bytes("s3")
-    rx_before = net.host_rx_bytes()
-    sent_before = net.host_rx_bytes(sent=True)
+    rx_before = net.host_bytes()
+    sent_before = net.host_bytes(sent=True)
     tcp_before = net.tcp_counters()
     s3_retrans_before = net.tcp_counters(["s3"])["TcpRetransSegs"]
     try:
@@ -306,8 +306,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         times = wait_all(peers, pub["digest"], t0, timeline=timeline,
                          origin_mib=lambda: round((net.tx_bytes("s3") - s3_before) / MiB, 1),
                          step=a.timeline,
-                         rx=lambda: [v - b for v, b in zip(net.host_rx_bytes(), rx_before)]
-                         + [v - b for v, b in zip(net.host_rx_bytes(sent=True), sent_before)],
+                         rx=lambda: [v - b for v, b in zip(net.host_bytes(), rx_before)]
+                         + [v - b for v, b in zip(net.host_bytes(sent=True), sent_before)],
                          gauges=gauges,
                          origin_left=lambda: F - (net.tx_bytes("s3") - s3_before))
         if timeline:
@@ -417,7 +417,7 @@ def run_tcp_mesh(a, net, k=3, seconds=15):
                      "-p", str(5200 + j)], stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL))
         time.sleep(1)
-        rx0 = net.host_rx_bytes()
+        rx0 = net.host_bytes()
         t0 = time.time()
         for i in range(1, a.peers + 1):
             for j in range(1, k + 1):
@@ -429,7 +429,7 @@ def run_tcp_mesh(a, net, k=3, seconds=15):
         outs = [c.communicate()[0] for c in clients]
         dt = time.time() - t0
         link = a.rate_mbit * 1e6 / 8
-        share = [round((v - b) / dt / link, 3) for v, b in zip(net.host_rx_bytes(), rx0)]
+        share = [round((v - b) / dt / link, 3) for v, b in zip(net.host_bytes(), rx0)]
         goodput = []
         for c, o in zip(clients, outs):
             try:
