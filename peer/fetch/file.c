@@ -295,7 +295,7 @@ void peer_file_fail(peer_file_t *file, int err, const char *msg) {
       snprintf(file->errmsg, sizeof(file->errmsg), "%s: %s", file->mf.name,
                msg != NULL && *msg != '\0' ? msg : ws_strerror(err)));
   if (err != WS_ECANCELED)
-    WS_LOGE("file %s: failed: %s", file->mf.name, file->errmsg);
+    WS_LOGE("file failed: %s", file->errmsg); /* names it */
   file_set_state(file, PEER_FILE_FAILED);
   /* A release that lists this file later gets a fresh object. */
   file_table_remove(file);

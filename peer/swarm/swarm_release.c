@@ -583,12 +583,14 @@ void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
       a->peer_bytes += f->bytes_from_peers;
     }
     if (f->state == PEER_FILE_FAILED && a->err[0] == '\0') {
-      /* A name of up to 255 bytes and its error do not always fit: the
-       * message is cut at the end (its start names the file), and says so. */
-      ws_msg_mark_cut(
-          a->err, sizeof(a->err),
-          snprintf(a->err, sizeof(a->err), "file %s: %s", f->mf.name,
-                   f->errmsg[0] != '\0' ? f->errmsg : ws_strerror(f->err)));
+      /* The file's message starts with its name (peer_file_fail). A name
+       * of up to 255 bytes and its error do not always fit: the message is
+       * cut at the end, and says so. */
+      int len = f->errmsg[0] != '\0'
+                    ? snprintf(a->err, sizeof(a->err), "file %s", f->errmsg)
+                    : snprintf(a->err, sizeof(a->err), "file %s: %s",
+                               f->mf.name, ws_strerror(f->err));
+      ws_msg_mark_cut(a->err, sizeof(a->err), len);
     }
   }
 }

@@ -499,6 +499,23 @@ static void test_announce_names_small_files_first(void **state) {
   sfx_teardown(s);
 }
 
+/* A failed file's error as the tracker gets it: "file " and the file's
+ * own message, which names the file (it named it twice before). */
+static void test_report_names_failed_file_once(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  peer_file_t *f = sfx_file(s, "b.bin", NULL);
+  peer_file_chunk_take(f, 0); /* a transfer in flight keeps it FAILED */
+  peer_file_fail(f, WS_EDIGEST, "chunk 1: sha256 mismatch");
+  assert_int_equal(f->state, PEER_FILE_FAILED);
+  assert_ptr_equal(s->rel->files[1], f);
+  ws_announce_t a;
+  memset(&a, 0, sizeof(a));
+  swarm_rels_report(&s->rels, s->rel->digest.b, &a);
+  assert_string_equal(a.err, "file b.bin: chunk 1: sha256 mismatch");
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
@@ -514,6 +531,7 @@ int main(void) {
       cmocka_unit_test(test_origin_shared_with_neighbour),
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
+      cmocka_unit_test(test_report_names_failed_file_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
