@@ -155,9 +155,11 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
     return WS_EUSAGE;
   if (r->streams > WS_MAX_LEASES)
     return WS_EUSAGE;
-  if (r->n_nodes > WS_MAX_NODES || (r->n_nodes && !r->nodes))
+  if (r->n_nodes > WS_MAX_NODES || (r->n_nodes && !r->nodes) ||
+      r->n_tree > WS_MAX_TREE || (r->n_tree && !r->tree))
     return WS_EUSAGE;
-  rc = msgpack_pack_map(pk, 5 + (r->streams != 0) + (r->n_nodes != 0)) |
+  rc = msgpack_pack_map(pk, 5 + (r->streams != 0) + (r->n_nodes != 0) +
+                                (r->n_tree != 0)) |
        ws_pk_kv_bin(pk, "d", r->digest, WS_PROTO_DIGEST_LEN) |
        ws_pk_kv_uint(pk, "iv", r->interval_ms) |
        reply_peers_encode(pk, "peers", r->peers, r->n_peers);
@@ -187,6 +189,13 @@ static int reply_encode(const ws_announce_reply_t *r, msgpack_packer *pk) {
   /* Absent when empty: a reply without nodes is byte-identical to before. */
   if (r->n_nodes != 0)
     rc |= reply_peers_encode(pk, "nodes", r->nodes, r->n_nodes);
+  if (r->n_tree != 0)
+    rc |= ws_pk_key(pk, "tree") | msgpack_pack_array(pk, r->n_tree);
+  for (uint32_t i = 0; i < r->n_tree; i++) {
+    if (!ws_str_ok(r->tree[i], WS_NODE_ID_MAX))
+      return WS_EUSAGE;
+    rc |= ws_pk_str(pk, r->tree[i]);
+  }
   return rc;
 }
 
@@ -233,6 +242,27 @@ static int reply_peers_decode(const msgpack_object *pa, uint32_t np,
   return 0;
 }
 
+/* "tree": a node id per stripe, "" where this node is the root. */
+static int reply_tree_decode(const msgpack_object *map,
+                             ws_announce_reply_t *r) {
+  const msgpack_object *ta;
+  uint32_t nt;
+  int rc = reply_array(map, "tree", WS_MAX_TREE, &ta, &nt);
+  if (rc < 0 || nt == 0)
+    return rc;
+  if ((r->tree = calloc(nt, sizeof(*r->tree))) == NULL)
+    return -ENOMEM;
+  for (; r->n_tree < nt; r->n_tree++) {
+    const msgpack_object *e = &ta[r->n_tree];
+    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size > WS_NODE_ID_MAX ||
+        memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
+      return WS_EBADMSG;
+    memcpy(r->tree[r->n_tree], e->via.str.ptr, e->via.str.size);
+    r->tree[r->n_tree][e->via.str.size] = '\0';
+  }
+  return 0;
+}
+
 static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
   const msgpack_object *pa, *la, *wa;
   uint32_t np, nl, nw;
@@ -247,7 +277,8 @@ static int reply_decode(const msgpack_object *map, ws_announce_reply_t *r) {
     return rc;
   if ((rc = reply_peers_decode(pa, np, &r->peers, &r->n_peers)) < 0 ||
       (rc = reply_array(map, "nodes", WS_MAX_NODES, &pa, &np)) < 0 ||
-      (rc = reply_peers_decode(pa, np, &r->nodes, &r->n_nodes)) < 0)
+      (rc = reply_peers_decode(pa, np, &r->nodes, &r->n_nodes)) < 0 ||
+      (rc = reply_tree_decode(map, r)) < 0)
     return rc;
   if (nl > 0 && (r->leases = calloc(nl, sizeof(*r->leases))) == NULL)
     return -ENOMEM;
@@ -343,6 +374,7 @@ void ws_trk_free(ws_msg_t *m) {
     ws_announce_reply_t *r = &m->u.announce_reply;
     free(r->peers);
     free(r->nodes);
+    free(r->tree);
     for (uint32_t i = 0; r->leases && i < r->n_leases; i++)
       free(r->leases[i].chunks);
     free(r->leases);

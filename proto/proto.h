@@ -65,6 +65,7 @@
 #define WS_MAX_LEASE_CHUNKS 256 /* chunks in one lease */
 #define WS_MAX_WANTED 64        /* wanted releases in one ANNOUNCE_REPLY */
 #define WS_MAX_NODES 32         /* nodes in one ANNOUNCE_REPLY */
+#define WS_MAX_TREE 16          /* stripes in one ANNOUNCE_REPLY's "tree" */
 #define WS_MAX_CHUNK_LIST 65536 /* ANNOUNCE delta, LEASE_* lists */
 #define WS_MAX_DEPTH 8          /* msgpack nesting depth */
 #define WS_MAX_OBJECTS 200000   /* msgpack objects in one body */
@@ -271,6 +272,11 @@ typedef struct {
    * an old peer ignores it. */
   ws_peer_info_t *nodes;
   uint32_t n_nodes;
+  /* Optional "tree": the node id of this node's parent in each stripe
+   * tree, "" in the stripe it is the root of (docs/protocol.md); at most
+   * WS_MAX_TREE. Absent: no trees; an old peer ignores it. */
+  char (*tree)[WS_NODE_ID_MAX + 1];
+  uint32_t n_tree;
 } ws_announce_reply_t;
 
 typedef struct { /* LEASE_RENEW and LEASE_RELEASE */

@@ -3,7 +3,7 @@
  *
  *   p2p-tracker --listen HOST:PORT --http HOST:PORT [--cluster-key FILE]
  *               [--state FILE] [--log-level error|warn|info|debug]
- *               [--origin-inflight N] [--metrics HOST:PORT]
+ *               [--origin-inflight N] [--stripes N] [--metrics HOST:PORT]
  *               [--max-releases-per-node N] [--wanted-ttl DURATION]
  *               [--api-token-file FILE [--api-token-reads]] [--insecure]
  *               [--max-peers N] [--max-members N] [--max-memory SIZE]
@@ -45,10 +45,12 @@ typedef struct {
   const char *state_file;
   const char *log_level;
   const char *origin_inflight;
+  const char *stripes;
   const char *max_releases;
   const char *wanted_ttl;
   ws_log_level_t level;    /* parsed log_level */
   uint32_t origin_n;       /* parsed origin_inflight */
+  uint32_t stripes_n;      /* parsed stripes */
   uint32_t max_releases_n; /* parsed max_releases */
   uint64_t wanted_ttl_ms;  /* parsed wanted_ttl */
   const char *metrics;     /* --metrics HOST:PORT: read-only /metrics, /healthz,
@@ -88,6 +90,7 @@ enum {
   OPT_STATE,
   OPT_LOG_LEVEL,
   OPT_ORIGIN_INFLIGHT,
+  OPT_STRIPES,
   OPT_METRICS,
   OPT_MAX_RELEASES,
   OPT_WANTED_TTL,
@@ -115,6 +118,8 @@ static const ws_arg_t k_opts[OPT_LAST] = {
     [OPT_ORIGIN_INFLIGHT] = {"origin-inflight", "P2P_TRACKER_ORIGIN_INFLIGHT",
                              "N", WS_ARG_UINT, 0,
                              "S3 fetches per release the leases aim for"},
+    [OPT_STRIPES] = {"stripes", "P2P_TRACKER_STRIPES", "N", WS_ARG_UINT, 0,
+                     "stripe trees per release, 0 for none (default 0)"},
     [OPT_METRICS] = {"metrics", "P2P_TRACKER_METRICS", "HOST:PORT", WS_ARG_STR,
                      0, "read-only /metrics, /healthz, /readyz on TCP"},
     [OPT_MAX_RELEASES] = {"max-releases-per-node",
@@ -191,6 +196,7 @@ static int parse_opts(int argc, char **argv, opts_t *o, int *exit_code) {
   o->state_file = v[OPT_STATE];
   o->log_level = v[OPT_LOG_LEVEL];
   o->origin_inflight = v[OPT_ORIGIN_INFLIGHT];
+  o->stripes = v[OPT_STRIPES];
   o->metrics = v[OPT_METRICS];
   o->max_releases = v[OPT_MAX_RELEASES];
   o->wanted_ttl = v[OPT_WANTED_TTL];
@@ -226,6 +232,13 @@ static int parse_numbers(opts_t *o) {
     return 1;
   }
   o->origin_n = (uint32_t)n;
+  n = TRK_TREE_STRIPES_DEFAULT;
+  if (o->stripes != NULL && ws_parse_uint(o->stripes, 0, TRK_TREE_MAX, &n)) {
+    fprintf(stderr, "p2p-tracker: --stripes '%s': want 0..%u\n", o->stripes,
+            (unsigned)TRK_TREE_MAX);
+    return 1;
+  }
+  o->stripes_n = (uint32_t)n;
   n = TRK_MAX_SWARMS_PER_PEER;
   if (o->max_releases != NULL &&
       ws_parse_uint(o->max_releases, 1, TRK_MAX_SWARMS_PER_PEER_MAX, &n)) {
@@ -518,6 +531,7 @@ int main(int argc, char **argv) {
   trk_tracker_set_max_memory(a.t, o.max_memory_n);
   if (o.origin_inflight != NULL) /* checked by parse_opts */
     trk_tracker_set_origin_inflight(a.t, o.origin_n);
+  trk_tracker_set_tree(a.t, o.stripes_n);
   /* Checked by parse_opts; no peer is connected yet. */
   if (trk_peers_set_max_joined(trk_tracker_peers(a.t), o.max_releases_n) < 0 ||
       trk_peers_set_max_per_addr(trk_tracker_peers(a.t), o.max_per_addr_n) < 0)

@@ -168,6 +168,18 @@
 
 /* --- replies ---------------------------------------------------------- */
 #define TRK_REPLY_PEERS_MAX 32u /* peers in one reply (<= WS_MAX_PEERS) */
+/* Stripe trees (trk_tree.c): at most this many stripes; by default
+ * (p2p-tracker --stripes) none. */
+#define TRK_TREE_MAX 16u
+#define TRK_TREE_STRIPES_DEFAULT 0u
+/* A new swarm with trees leases nothing for this long unless its trees
+ * are on (2 x stripes members), so that its first chunks go to the
+ * stripes' roots; and for TRK_TREE_SETTLE_MS its replies ask for an
+ * announce every TRK_TREE_INTERVAL_MS, so that members who joined before
+ * the trees formed learn them. */
+#define TRK_TREE_FORM_MS 2000u
+#define TRK_TREE_SETTLE_MS 10000u
+#define TRK_TREE_INTERVAL_MS 1000u
 #define TRK_REPLY_PEERS_DEFAULT 16u
 #define TRK_SELECT_SCAN_MAX 512u /* members examined per selection */
 /* A member named by this many replies ranks after those named fewer
@@ -216,6 +228,7 @@
 #define TRK_METRICS_LABEL_MAX 64u  /* bytes of a model label value */
 
 _Static_assert(TRK_REPLY_PEERS_MAX <= WS_MAX_PEERS, "reply peers");
+_Static_assert(TRK_TREE_MAX <= WS_MAX_TREE, "reply tree");
 _Static_assert(TRK_LEASES_PER_PEER_MAX <= WS_MAX_LEASES, "reply leases");
 _Static_assert(TRK_MAX_SWARMS_PER_PEER <= TRK_MAX_SWARMS_PER_PEER_MAX,
                "releases per node");

@@ -27,6 +27,10 @@
  * chunk only unbelieved members claim is in the need set like one nobody
  * claims, and granted to a downloader that lacks it.
  *
+ * With stripe trees (trk_tree.c) each stripe's chunks go to its root only,
+ * one lease at full rate and a spare, with no turn; a chunk whose lease
+ * ended unfinished, or of a stripe whose root does not fetch, to anyone.
+ *
  * Expiry: leased chunks are kept in deadline order (trk_swarm-int.h), so
  * trk_lease_expire, which runs on every announce, costs O(1) when nothing
  * is due and O(1) per lease it ends, whatever the swarm's size. Loop
@@ -56,6 +60,8 @@ static bool lease_shared(const trk_swarm_t *s) {
 }
 
 uint32_t trk_lease_cap(const trk_swarm_t *s) {
+  if (trk_tree_stripes(s) != 0)
+    return 1u; /* each root fetches its stripe in order */
   uint32_t n = lease_members(s), target = lease_target(s);
   uint32_t per = (target + n - 1u) / n;
   if (per < TRK_LEASES_PER_PEER_MIN)
@@ -66,7 +72,7 @@ uint32_t trk_lease_cap(const trk_swarm_t *s) {
 }
 
 uint32_t trk_lease_limit(const trk_swarm_t *s) {
-  if (lease_shared(s))
+  if (lease_shared(s) && trk_tree_stripes(s) == 0)
     return 1u; /* no spare: it would keep a lease from another member */
   uint32_t n = trk_lease_cap(s) + TRK_LEASE_SPARE;
   return n < TRK_LEASES_PER_PEER_MAX ? n : TRK_LEASES_PER_PEER_MAX;
@@ -74,14 +80,15 @@ uint32_t trk_lease_limit(const trk_swarm_t *s) {
 
 /* Leases the swarm may hold at once. */
 static uint32_t lease_swarm_max(const trk_swarm_t *s) {
-  return lease_shared(s) ? lease_target(s) : TRK_ORIGIN_INFLIGHT_MAX;
+  return lease_shared(s) && trk_tree_stripes(s) == 0 ? lease_target(s)
+                                                     : TRK_ORIGIN_INFLIGHT_MAX;
 }
 
 /* Whether m had one of the swarm's last few grants and should leave the
  * next to another downloader (TRK_LEASE_ROTATE). */
 static bool lease_turn_taken(const trk_swarm_t *s, const trk_member_t *m) {
   uint32_t n = lease_members(s), target = lease_target(s);
-  if (!lease_shared(s) || m->lease_seq == 0)
+  if (!lease_shared(s) || m->lease_seq == 0 || trk_tree_stripes(s) != 0)
     return false;
   uint32_t window =
       n - target < TRK_LEASE_ROTATE ? n - target : TRK_LEASE_ROTATE;
@@ -142,6 +149,8 @@ void trk_lease_end_slot(trk_swarm_t *s, trk_member_t *holder, uint32_t slot,
   holder->nleases--;
   s->holder[c] = NULL;
   s->leased--;
+  if (why == TRK_LEASE_END_RELEASED || why == TRK_LEASE_END_EXPIRED)
+    trk_tree_loosen(s, c); /* its root failed it: anyone's now */
   switch (why) {
   case TRK_LEASE_END_COMPLETED:
     s->n_completed++;
@@ -234,7 +243,8 @@ static bool grantable(const trk_swarm_t *s, const trk_member_t *m, uint32_t c,
   /* m's own claim that does not count (trk_swarm_weigh), or one m just
    * gave back: another downloader should take it. */
   return !trk_bits_get(m->have, c) &&
-         !(s->downloaders > 1 && avoided(m, c, now_ms));
+         !(s->downloaders > 1 && avoided(m, c, now_ms)) &&
+         trk_tree_may_lease(s, m, c);
 }
 
 uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
@@ -246,7 +256,7 @@ uint32_t trk_lease_grant(trk_swarm_t *s, trk_member_t *m, uint32_t want,
   uint32_t limit = trk_lease_limit(s), swarm_max = lease_swarm_max(s);
   if (want < limit)
     limit = want;
-  if (lease_turn_taken(s, m))
+  if (lease_turn_taken(s, m) || trk_tree_leases_none(s, m))
     return 0; /* the next member's HAVE or announce takes it */
   /* First what a member asked to have read first, then in index order. */
   for (uint32_t w = 0; s->nfirst > 0 && w < s->nwords; w++) {

@@ -19,6 +19,21 @@
 #include "trk_config.h"
 #include "ws_log.h"
 
+const char *trk_refusal_name(trk_refusal_t r) {
+  static const char *const names[TRK_REFUSE_LAST] = {
+      [TRK_REFUSE_NONE] = "none",
+      [TRK_REFUSE_PEERS] = "max_peers",
+      [TRK_REFUSE_MEMORY] = "max_memory",
+      [TRK_REFUSE_MEMBERS] = "max_members",
+      [TRK_REFUSE_RELEASES_PER_NODE] = "max_releases_per_node",
+      [TRK_REFUSE_SWARMS] = "max_releases",
+      [TRK_REFUSE_NODE_BOUND] = "node_id_bound",
+      [TRK_REFUSE_PER_ADDR] = "max_nodes_per_addr",
+      [TRK_REFUSE_CONNS] = "handshakes",
+  };
+  return r < TRK_REFUSE_LAST ? names[r] : "?";
+}
+
 #ifndef WS_VERSION
 #define WS_VERSION "unknown"
 #endif

@@ -80,6 +80,7 @@ static void send_reply_nodes(trk_conn_t *c, const ws_hash_t *d,
   ws_lease_t leases[TRK_LEASES_PER_PEER_MAX];
   uint32_t chunks[TRK_LEASES_PER_PEER_MAX];
   ws_wanted_t wanted[TRK_MAX_WANTED];
+  char tree[TRK_TREE_MAX][WS_NODE_ID_MAX + 1];
   uint64_t now = now_ms(c);
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_ANNOUNCE_REPLY;
@@ -103,6 +104,11 @@ static void send_reply_nodes(trk_conn_t *c, const ws_hash_t *d,
   ar->leases = leases;
   ar->n_leases = r->nleases;
   ar->streams = r->streams;
+  for (uint32_t i = 0; i < r->ntree; i++) /* "": the root of stripe i */
+    copy_text(tree[i], sizeof(tree[i]), r->tree[i] ? r->tree[i]->node_id : "",
+              r->tree[i] ? sizeof(r->tree[i]->node_id) : 1);
+  ar->tree = tree;
+  ar->n_tree = r->ntree;
   for (uint32_t i = 0; i < r->nwanted; i++) {
     const trk_wanted_entry_t *e = r->wanted[i];
     if (!e->has_digest)

@@ -87,6 +87,9 @@ struct trk_swarm_s {
   uint64_t *ever;
   uint64_t *suspect;
   uint64_t *vouched;
+  uint64_t *loose; /* leasable to anyone, tree or not (trk_tree.c) */
+  uint32_t nloose; /* bits set in loose */
+  uint32_t tree_k; /* stripes asked for (trk_tree.c); 0: no trees */
   uint32_t suspect_count;
   uint32_t need_count;
   uint32_t need_lo;

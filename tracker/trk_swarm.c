@@ -19,6 +19,7 @@ static void swarm_free_arrays(trk_swarm_t *s) {
   free(s->lnext);
   free(s->suspect);
   free(s->vouched);
+  free(s->loose);
   free(s->ever);
   free(s->need);
   free(s->first);
@@ -44,6 +45,7 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->ever = calloc(s->nwords, sizeof(*s->ever));
   s->suspect = calloc(s->nwords, sizeof(*s->suspect));
   s->vouched = calloc(s->nwords, sizeof(*s->vouched));
+  s->loose = calloc(s->nwords, sizeof(*s->loose));
   s->lnext = malloc((size_t)total_chunks * sizeof(*s->lnext));
   s->lprev = malloc((size_t)total_chunks * sizeof(*s->lprev));
   s->lhead = s->ltail = TRK_LEASE_NIL;
@@ -53,8 +55,8 @@ trk_swarm_t *trk_swarm_new(const ws_hash_t *digest, uint32_t total_chunks,
   s->mview = calloc(s->members_cap, sizeof(*s->mview));
   if (s->mview == NULL || s->avail == NULL || s->holder == NULL ||
       s->need == NULL || s->first == NULL || s->ever == NULL ||
-      s->suspect == NULL || s->vouched == NULL || s->lnext == NULL ||
-      s->lprev == NULL || s->members == NULL)
+      s->suspect == NULL || s->vouched == NULL || s->loose == NULL ||
+      s->lnext == NULL || s->lprev == NULL || s->members == NULL)
     goto fail;
   /* Nobody holds anything yet: every chunk needs the origin. */
   for (uint32_t i = 0; i < total_chunks; i++)

@@ -182,6 +182,33 @@ trk_role_t trk_member_role(const trk_member_t *m);
 uint32_t trk_member_want(const trk_member_t *m);
 void trk_member_set_want(trk_member_t *m, uint32_t want);
 
+/* --- stripe trees (trk_tree.c) ----------------------------------------- */
+
+/* Stripes to aim for in s (0: no trees); see trk_tracker_set_tree. */
+void trk_swarm_set_tree(trk_swarm_t *s, uint32_t stripes);
+/* Stripes in effect now: the set number, at most half the members; 0
+ * (no trees) below 2. */
+uint32_t trk_tree_stripes(const trk_swarm_t *s);
+/* m's parent in stripe st's tree; NULL for its root or with no trees. */
+const trk_member_t *trk_tree_parent(const trk_swarm_t *s, const trk_member_t *m,
+                                    uint32_t st);
+/* Whether chunk c may be leased to m: no trees, m the root of c's stripe,
+ * c loose, or that root not fetching from the origin. */
+bool trk_tree_may_lease(const trk_swarm_t *s, const trk_member_t *m,
+                        uint32_t c);
+/* c's lease ended unfinished: anyone may lease it from now on. */
+void trk_tree_loosen(trk_swarm_t *s, uint32_t c);
+/* Whether trees leave m no chunk to lease now (a cheap test before a
+ * grant's scan of the need set). */
+bool trk_tree_leases_none(const trk_swarm_t *s, const trk_member_t *m);
+/* m's parent in each stripe into tree[TRK_TREE_MAX] (NULL: m is its
+ * root), the parents moved first among peers[0..*npeers) (at most
+ * TRK_REPLY_PEERS_MAX), and a short *interval_ms while a swarm with trees
+ * is young; returns the number of stripes. */
+uint32_t trk_tree_reply(const trk_swarm_t *s, const trk_member_t *m,
+                        const trk_peer_t **tree, const trk_peer_t **peers,
+                        uint32_t *npeers, uint32_t *interval_ms);
+
 /* --- origin leases (trk_lease.c) -------------------------------------- */
 
 /* Origin fetches to aim for in s (0: the default policy); see

@@ -29,6 +29,7 @@ struct trk_tracker_s {
   uint32_t nswarms;
   uint64_t rng;
   uint32_t origin_target; /* 0: default policy (trk_lease_cap) */
+  uint32_t tree_k;        /* stripes (trk_tree.c); 0: no trees */
   trk_tracker_stats_t st;
   trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
   uint32_t njoining;
@@ -54,21 +55,6 @@ trk_refusal_t trk_tracker_refusal(const trk_tracker_t *t) {
   return t->refusal;
 }
 
-const char *trk_refusal_name(trk_refusal_t r) {
-  static const char *const names[TRK_REFUSE_LAST] = {
-      [TRK_REFUSE_NONE] = "none",
-      [TRK_REFUSE_PEERS] = "max_peers",
-      [TRK_REFUSE_MEMORY] = "max_memory",
-      [TRK_REFUSE_MEMBERS] = "max_members",
-      [TRK_REFUSE_RELEASES_PER_NODE] = "max_releases_per_node",
-      [TRK_REFUSE_SWARMS] = "max_releases",
-      [TRK_REFUSE_NODE_BOUND] = "node_id_bound",
-      [TRK_REFUSE_PER_ADDR] = "max_nodes_per_addr",
-      [TRK_REFUSE_CONNS] = "handshakes",
-  };
-  return r < TRK_REFUSE_LAST ? names[r] : "?";
-}
-
 /* Refuses with WS_ELIMIT for reason r (counted). */
 static int refuse(trk_tracker_t *t, trk_refusal_t r) {
   t->refusal = r;
@@ -92,6 +78,12 @@ void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n) {
   t->origin_target = n;
   for (uint32_t i = 0; i < t->nswarms; i++)
     trk_swarm_set_origin_target(t->swarms[i], n);
+}
+
+void trk_tracker_set_tree(trk_tracker_t *t, uint32_t k) {
+  t->tree_k = k;
+  for (uint32_t i = 0; i < t->nswarms; i++)
+    trk_swarm_set_tree(t->swarms[i], k);
 }
 
 trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
@@ -177,7 +169,8 @@ static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
 }
 
 /* A swarm's own arrays per chunk: avail (u32), holder (pointer), the
- * deadline order (two u32) and four bits, rounded up (trk_swarm-int.h). */
+ * deadline order (two u32) and six bits (need, first, ever, suspect,
+ * vouched, loose), rounded up to a byte (trk_swarm-int.h). */
 #define SWARM_CHUNK_BYTES (3u * sizeof(uint32_t) + sizeof(void *) + 1u)
 
 /* Everything a swarm allocates but its members: its record, its
@@ -285,6 +278,7 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
     if (s == NULL)
       return -ENOMEM;
     trk_swarm_set_origin_target(s, t->origin_target);
+    trk_swarm_set_tree(s, t->tree_k);
     trk_swarm_set_max_members(s, t->max_members);
     t->swarms[t->nswarms++] = s;
     created = 1;
@@ -498,6 +492,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                               TRK_LEASES_PER_PEER_MAX - ng);
   reply_leases(r, s, m, ng);
   r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
+  r->ntree =
+      trk_tree_reply(s, m, r->tree, r->peers, &r->npeers, &r->interval_ms);
   reply_wanted(t, p, r);
   return 0;
 

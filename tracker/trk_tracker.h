@@ -69,6 +69,10 @@ typedef struct {
   uint32_t nwanted;
   const trk_wanted_entry_t *wanted[TRK_MAX_WANTED];
   uint32_t interval_ms; /* when to announce again */
+  /* The member's parent in each stripe tree (trk_tree.c), NULL in the
+   * stripe it is the root of; ntree 0: no trees. */
+  uint32_t ntree;
+  const trk_peer_t *tree[TRK_TREE_MAX];
 } trk_reply_t;
 
 /* Why a connect or announce was refused with WS_ELIMIT (a cap). */
@@ -210,6 +214,9 @@ int trk_tracker_prefetch_select(trk_tracker_t *t, const ws_hash_t *digest,
  * Fewer fetches in flight finish each chunk sooner, so peers can swap it
  * sooner: set it low when the origin link, not S3, is the limit. */
 void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n);
+/* Stripe trees of K stripes in every swarm (trk_tree.c, docs/tracker.md
+ * "Stripe trees"), at most TRK_TREE_MAX; 0 turns them off. */
+void trk_tracker_set_tree(trk_tracker_t *t, uint32_t k);
 /* The wanted releases peer id has not joined, as a reply with nothing else
  * (no peers, no leases, interval 0): what the server pushes to every peer
  * when the wanted set grows, so a POSTed prefetch starts at once rather

@@ -181,6 +181,11 @@
 /* Chunks the picker examines per pick (from a random start), so a pick
  * costs the same whatever the release size. */
 #define PEER_PICK_SCAN_MAX 8192u
+/* Stripe trees (docs/tracker.md): a stripe's chunks are asked of our
+ * parent in it only, unless this long after the tracker named the trees
+ * that parent is not a ready neighbour (never reached, or gone): then of
+ * anyone. Dialing a parent and the handshake take a few round trips. */
+#define PEER_TREE_GRACE_MS 3000u
 /* A request with no CHUNK header after this is canceled and its chunk
  * asked elsewhere; the neighbour has missed (PEER_NBR_BENCH_MS). */
 #define PEER_REQUEST_TIMEOUT_MS 30000u

@@ -101,6 +101,33 @@ static void picker_consider(peer_picker_t *p, const peer_neighbor_rel_t *r,
   *best = (pick_t){.rel = rel, .file = f, .g = g, .j = j, .rank = rank};
 }
 
+/* The stripes (bit s, of rel->ntree) whose chunks may be asked of n: with
+ * stripe trees (docs/tracker.md) a stripe's chunks come from our parent in
+ * it while that parent is a ready neighbour; from anyone where we are the
+ * root, or once PEER_TREE_GRACE_MS after the trees came the parent is not
+ * one (gone, or never reached). Without trees, every chunk. */
+static uint32_t picker_tree_mask(const peer_picker_t *p,
+                                 const peer_neighbor_t *n,
+                                 const peer_swarm_rel_t *rel) {
+  uint32_t mask = 0;
+  bool late = uv_now(p->ctx->loop) - rel->tree_ms >= PEER_TREE_GRACE_MS;
+  for (uint32_t s = 0; s < rel->ntree; s++) {
+    const char *parent = rel->tree[s];
+    bool ready = false;
+    if (parent[0] == '\0' || strcmp(parent, n->node_id) == 0) {
+      mask |= 1u << s;
+      continue;
+    }
+    for (const peer_neighbor_t *o = p->nbrs->head; o != NULL && !ready;
+         o = o->next)
+      ready =
+          o->state == PEER_NEIGHBOR_READY && strcmp(o->node_id, parent) == 0;
+    if (!ready && late)
+      mask |= 1u << s;
+  }
+  return mask;
+}
+
 /* Scans rel for n's best candidate, improving *best. */
 static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
                         peer_swarm_rel_t *rel, const peer_neighbor_rel_t *r,
@@ -112,6 +139,9 @@ static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
     return;
   int endgame = -1; /* computed on the first duplicate candidate */
   uint32_t scan = total < PEER_PICK_SCAN_MAX ? total : PEER_PICK_SCAN_MAX;
+  uint32_t tree = rel->ntree, mask = tree ? picker_tree_mask(p, n, rel) : 0;
+  if (tree != 0 && mask == 0)
+    return; /* nothing of rel from n now */
   uint32_t g = (uint32_t)(picker_rand(p) % total);
   uint32_t k, j;
   if (ws_manifest_locate(m, g, &k, &j) != 0)
@@ -129,7 +159,8 @@ static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
       if (k == m->nfiles)
         break;
     }
-    if (!ws_bitfield_test(theirs, g) || ws_bitfield_test(&rel->have, g))
+    if (!ws_bitfield_test(theirs, g) || ws_bitfield_test(&rel->have, g) ||
+        (tree != 0 && !((mask >> (g % tree)) & 1u)))
       continue;
     peer_file_t *f = rel->files[k];
     if (f == NULL || f->state != PEER_FILE_FETCHING)

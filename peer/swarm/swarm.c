@@ -135,10 +135,14 @@ static void swarm_on_file_complete(void *arg, peer_file_t *f) {
 /* ---- tracker callbacks -------------------------------------------------- */
 
 static void swarm_on_peers(void *arg, const uint8_t *digest,
-                           const ws_peer_info_t *peers, uint32_t n) {
+                           const ws_peer_info_t *peers, uint32_t n,
+                           const char (*tree)[WS_NODE_ID_MAX + 1],
+                           uint32_t ntree) {
   peer_swarm_t *s = arg;
   const peer_settings_t *cfg = s->ctx->cfg;
   uint64_t now = uv_now(s->ctx->loop);
+  if (n > 0 || ntree > 0)
+    swarm_rel_set_tree(swarm_rel_find(&s->rels, digest), tree, ntree, now);
   if (n == 0 && !s->stopping) {
     peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
     if (rel != NULL)

@@ -52,6 +52,24 @@ peer_swarm_rel_t *swarm_rel_find(peer_swarm_rels_t *t, const uint8_t *digest) {
   return NULL;
 }
 
+void swarm_rel_set_tree(peer_swarm_rel_t *rel,
+                        const char (*tree)[WS_NODE_ID_MAX + 1], uint32_t n,
+                        uint64_t now_ms) {
+  if (rel == NULL)
+    return;
+  n = n < WS_MAX_TREE ? n : WS_MAX_TREE;
+  if (n != rel->ntree) {
+    char ds[WS_DIGEST_STR_LEN + 1];
+    ws_digest_to_str(&rel->digest, ds);
+    WS_LOGI("release %s: %u stripe trees", ds, n);
+  }
+  if (n != 0 && rel->ntree == 0)
+    rel->tree_ms = now_ms; /* parents get PEER_TREE_GRACE_MS to connect */
+  rel->ntree = n;
+  for (uint32_t i = 0; i < n; i++)
+    memcpy(rel->tree[i], tree[i], sizeof(rel->tree[i]));
+}
+
 peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest) {
   peer_swarm_rel_t *rel = calloc(1, sizeof(*rel));
   if (rel == NULL)

@@ -94,6 +94,12 @@ struct peer_swarm_rel_s {
   bool stall_s3;       /* stalled for 2 x the stall time: S3 itself */
   bool stall_seen;     /* stalled once: keep naming unreachable chunks */
   uint32_t stuck[PEER_STALL_REPORT_MAX]; /* named to the tracker */
+  /* Stripe trees (the tracker's "tree", docs/tracker.md): our parent's
+   * node id in each stripe ("" where we are its root), since tree_ms (loop
+   * time); ntree 0: none. picker.c asks a stripe's chunks of its parent. */
+  uint32_t ntree;
+  uint64_t tree_ms;
+  char tree[WS_MAX_TREE][WS_NODE_ID_MAX + 1];
   uint32_t first[PEER_FIRST_REPORT_MAX]; /* to read first (swarm_rels_report) */
 };
 
@@ -120,6 +126,10 @@ peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest);
 void swarm_rel_tracker_rc(const char *what, int rc);
 /* The record for digest, or NULL. */
 peer_swarm_rel_t *swarm_rel_find(peer_swarm_rels_t *t, const uint8_t *digest);
+/* The tracker's stripe trees for rel (NULL: none tracked): tree[0..n). */
+void swarm_rel_set_tree(peer_swarm_rel_t *rel,
+                        const char (*tree)[WS_NODE_ID_MAX + 1], uint32_t n,
+                        uint64_t now_ms);
 /* Frees a record: neighbours' requests for it canceled, tracker told. A
  * pending manifest callback is dropped uncalled. */
 void swarm_rel_free(peer_swarm_rel_t *rel);

@@ -368,7 +368,9 @@ static void tc_on_reply(peer_tracker_link_t *tc,
   /* Peers and leases only for releases still tracked; a reply can cross an
    * untrack on the wire. Each callback may close the client. */
   if (r != NULL && tc->cbs.on_peers != NULL)
-    tc->cbs.on_peers(tc->cbs.arg, rep->digest, rep->peers, rep->n_peers);
+    tc->cbs.on_peers(tc->cbs.arg, rep->digest, rep->peers, rep->n_peers,
+                     (const char(*)[WS_NODE_ID_MAX + 1]) rep->tree,
+                     rep->n_tree);
   for (i = 0; i < rep->n_leases && tc->state == TC_READY; i++) {
     const ws_lease_t *l = &rep->leases[i];
 

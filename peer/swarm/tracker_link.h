@@ -61,9 +61,12 @@ typedef struct {
 } peer_tracker_link_cfg_t;
 
 typedef struct {
-  /* The tracker's current peer selection for digest (may be n == 0). */
+  /* The tracker's current peer selection for digest (may be n == 0), and
+   * our parent in each stripe tree (tree[0..ntree), "" where we are the
+   * root; ntree 0: none, or a reply that names no peers either). */
   void (*on_peers)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
-                   const ws_peer_info_t *peers, uint32_t n);
+                   const ws_peer_info_t *peers, uint32_t n,
+                   const char (*tree)[WS_NODE_ID_MAX + 1], uint32_t ntree);
   /* One origin lease: fetch chunks[0..n) of digest from S3 within ttl_ms.
    * Every reply lists every lease held, old and new. streams: how many of
    * them to fetch at full rate at once, the rest being spares to start as

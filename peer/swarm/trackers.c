@@ -244,11 +244,13 @@ static void trs_on_timer(uv_timer_t *t) {
 /* ---- link callbacks ------------------------------------------------------ */
 
 static void trs_on_peers(void *arg, const uint8_t *digest,
-                         const ws_peer_info_t *peers, uint32_t n) {
+                         const ws_peer_info_t *peers, uint32_t n,
+                         const char (*tree)[WS_NODE_ID_MAX + 1],
+                         uint32_t ntree) {
   peer_trackers_t *tr = ((trs_link_t *)arg)->tr;
 
   if (tr->cbs.on_peers != NULL)
-    tr->cbs.on_peers(tr->cbs.arg, digest, peers, n);
+    tr->cbs.on_peers(tr->cbs.arg, digest, peers, n, tree, ntree);
 }
 
 static void trs_on_leases(void *arg, const uint8_t *digest,

@@ -50,7 +50,8 @@ typedef struct peer_trackers_s peer_trackers_t;
 typedef struct {
   /* As peer_tracker_link_cbs_t, from any link. */
   void (*on_peers)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
-                   const ws_peer_info_t *peers, uint32_t n);
+                   const ws_peer_info_t *peers, uint32_t n,
+                   const char (*tree)[WS_NODE_ID_MAX + 1], uint32_t ntree);
   void (*on_leases)(void *arg, const uint8_t digest[WS_PROTO_DIGEST_LEN],
                     const uint32_t *chunks, uint32_t n, uint32_t ttl_ms,
                     uint32_t streams);

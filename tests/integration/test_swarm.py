@@ -44,11 +44,16 @@ def check(p, digest, src):
     assert ok, f"{p.dir}: {bad} differs"
 
 
-def test_six_peers_fetch_one_release_together(rgw, s3env, rel, tmp_path):
+@pytest.mark.parametrize("stripes", [0, 3])
+def test_six_peers_fetch_one_release_together(rgw, s3env, rel, tmp_path, stripes):
+    """With stripe trees (p2p-tracker --stripes 3, docs/tracker.md) too:
+    six peers are two blocks of three, each peer the root of no stripe or
+    one, and each release still leaves S3 about once."""
     F = dir_bytes(rel)
-    pub = publish(s3env, rel, f"s3://{rgw.bucket()}/m/six/")
+    pub = publish(s3env, rel, f"s3://{rgw.bucket()}/m/six{stripes}/")
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
+    trk = ws.Tracker(BUILD, str(tmp_path), key,
+                     extra=["--stripes", str(stripes)] if stripes else []).start()
     peers = [ws.swarm_peer(BUILD, str(tmp_path), s3env, f"p{i}", trk, key).start()
              for i in range(6)]
     try:
@@ -68,6 +73,10 @@ def test_six_peers_fetch_one_release_together(rgw, s3env, rel, tmp_path):
               f"from peers {from_peers}")
         assert sent <= 1.05 * F, (sent, F)
         assert sum(from_peers) >= 4 * F  # most bytes moved peer to peer
+        if stripes:  # every peer was told its parents
+            for p in peers:
+                with open(p.log) as f:
+                    assert f": {stripes} stripe trees" in f.read(), p.tail()
     finally:
         for p in peers:
             p.stop()

@@ -87,6 +87,7 @@ typedef struct {
   sim_policy_t pol;
   bool frame_queue; /* frames wait behind the payload queued before them */
   uint32_t origin_inflight; /* the tracker's --origin-inflight (0: none) */
+  uint32_t stripes;         /* the tracker's --stripes (0: no stripe trees) */
   bool json;
   bool series;   /* the per-sample utilisation series in the report */
   bool hosts;    /* each node's finish time in the report */
@@ -157,6 +158,10 @@ typedef struct {
   uint32_t line[SIM_LINE_MAX];
   uint32_t line_len;
   double lead_s; /* moving average S3 time to first byte */
+  /* The tracker's stripe trees (--stripes): parent per stripe (SIM_NONE:
+   * the root), since tree_s. */
+  uint32_t ntree, tparent[TRK_TREE_MAX];
+  double tree_s;
   double rx_Bps; /* typical rate of chunks from neighbours (deadlines) */
   double start_s, done_s, last_rx_s;
   double rx_bytes, tx_bytes; /* payload bytes in and out, wasted too */
@@ -395,6 +400,11 @@ void sim_trk_tick(sim_t *s);
 void sim_origin_kick(sim_t *s, uint32_t node);
 void sim_on_origin_body(sim_t *s, uint32_t node, uint32_t chunk);
 void sim_on_origin_end(sim_t *s, uint32_t flow);
+
+/* sim_tree.c */
+/* Whether chunk g may be asked of server by client (its stripe trees). */
+bool sim_tree_may_ask(const sim_t *s, uint32_t client, uint32_t server,
+                      uint32_t g);
 
 /* sim_report.c */
 void sim_sample(sim_t *s);

@@ -50,6 +50,7 @@ static void usage(FILE *out) {
       "                     behind the payload queued on their connection\n"
       "  --origin-inflight N  the tracker's --origin-inflight: S3 fetches\n"
       "                     per swarm (0: its default policy)\n"
+      "  --stripes K        the tracker's --stripes: stripe trees (0: none)\n"
       "  --rto-per-mib X    TCP retransmission timeouts a transfer meets\n"
       "                     per MiB it carries, at random (0: none)\n"
       "  --rto-ms R         how long each stops its transfer (200)\n"
@@ -113,7 +114,7 @@ typedef struct {
   double goodput, spread_ms, max_time_s, seed, sample_ms, rto_per_mib, rto_ms;
   double reqs_max, depth, uploads_max, uploads_spare, line_max, max_nbrs,
       dial_share;
-  double piece_kib, forward_ms, origin_inflight;
+  double piece_kib, forward_ms, origin_inflight, stripes;
 } sim_args_t;
 
 #define ARG(name, field)                                                       \
@@ -153,6 +154,7 @@ static const struct {
     ARG("--forward-piece-kib", piece_kib),
     ARG("--forward-ms", forward_ms),
     ARG("--origin-inflight", origin_inflight),
+    ARG("--stripes", stripes),
 };
 #undef ARG
 
@@ -164,15 +166,17 @@ static int check(const sim_cfg_t *c) {
       p->line_max > SIM_LINE_MAX || p->max_nbrs < 1 ||
       p->max_nbrs > PEER_MAX_NEIGHBORS_MAX || p->dial_share < 1 ||
       p->piece_bytes < 1024 || p->forward_s < 0 || p->forward_s > 10 ||
-      c->sample_s < 0.001 || c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX) {
+      c->sample_s < 0.001 || c->origin_inflight > TRK_ORIGIN_INFLIGHT_MAX ||
+      c->stripes > TRK_TREE_MAX) {
     fprintf(stderr,
             "ws-sim: need --reqs-max >= 1, --pipeline-depth 1..%u, "
             "--uploads-spare < --uploads-max, --upload-line 0..%u, "
             "--max-neighbors 1..%u, "
             "--dial-share >= 1, --forward-piece-kib >= 1, --forward-ms "
-            "0..10000, --sample-ms >= 1, --origin-inflight 0..%u\n",
+            "0..10000, --sample-ms >= 1, --origin-inflight 0..%u, "
+            "--stripes 0..%u\n",
             SIM_DEPTH_MAX, SIM_LINE_MAX, PEER_MAX_NEIGHBORS_MAX,
-            TRK_ORIGIN_INFLIGHT_MAX);
+            TRK_ORIGIN_INFLIGHT_MAX, TRK_TREE_MAX);
     return -1;
   }
   if (c->nodes < 1 || c->nodes > TRK_MAX_PEERS || c->up_Bps <= 0 ||
@@ -227,6 +231,7 @@ static int apply(const sim_args_t *a, sim_cfg_t *c) {
   c->pol.piece_bytes = a->piece_kib * 1024.0;
   c->pol.forward_s = a->forward_ms / 1e3;
   c->origin_inflight = (uint32_t)a->origin_inflight;
+  c->stripes = (uint32_t)a->stripes;
   return check(c);
 }
 

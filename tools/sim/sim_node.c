@@ -159,6 +159,10 @@ static uint32_t pick(sim_t *s, const sim_conn_t *c) {
       break;
     cnt += step + 1u;
     g += step;
+    if (!sim_tree_may_ask(s, c->client, c->server, g)) {
+      g = g + 1u < total ? g + 1u : 0;
+      continue;
+    }
     if (!fresh) {
       pick_consider(s, c, g, &best, &endgame);
     } else {

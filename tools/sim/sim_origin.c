@@ -38,6 +38,7 @@ int sim_trk_init(sim_t *s) {
     return -1;
   if (s->cfg.origin_inflight > 0) /* as p2p-tracker --origin-inflight */
     trk_tracker_set_origin_inflight(s->trk, s->cfg.origin_inflight);
+  trk_tracker_set_tree(s->trk, s->cfg.stripes);
   for (uint32_t i = 0; i < s->n; i++) {
     char id[24], addr[32];
     snprintf(id, sizeof(id), "n%u", i);
@@ -109,6 +110,13 @@ uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
     return 0; /* refused (rate limit): the next one */
   if (join)
     n->joined = true;
+  if (r.npeers > 0 || r.ntree > 0) {
+    if (r.ntree > 0 && n->ntree == 0)
+      n->tree_s = s->now;
+    n->ntree = r.ntree;
+    for (uint32_t i = 0; i < r.ntree; i++)
+      n->tparent[i] = r.tree[i] ? node_of(r.tree[i]) : SIM_NONE;
+  }
   /* swarm_on_peers: dial while the dial share and the slots allow. */
   for (uint32_t i = 0; i < r.npeers && sim_room_dial(s, node); i++)
     sim_node_dial(s, node, node_of(r.peers[i]));

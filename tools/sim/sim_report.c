@@ -362,11 +362,11 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
          "\"forward\": %s, "
          "\"deadlines\": %s, \"first\": %s, \"fill_dial\": %s}, "
          "\"frame_queue\": %s, "
-         "\"origin_inflight\": %u, ",
+         "\"origin_inflight\": %u, \"stripes\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
          p->max_nbrs, p->dial_share, p->piece_bytes / 1024, p->forward_s * 1e3,
          tf(p->forward), tf(p->deadlines), tf(p->first), tf(p->fill_dial),
-         tf(c->frame_queue), c->origin_inflight);
+         tf(c->frame_queue), c->origin_inflight, c->stripes);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",

@@ -236,6 +236,22 @@ static void test_announce_reply(void **state) {
   m.u.announce_reply.nodes = NULL;
   m.u.announce_reply.n_nodes = 0;
 
+  /* The optional stripe trees: a parent per stripe, "" for the root. */
+  char tree[3][WS_NODE_ID_MAX + 1] = {"a", "", "b"};
+  assert_null(o.u.announce_reply.tree); /* absent: none (freed above) */
+  m.u.announce_reply.tree = tree;
+  m.u.announce_reply.n_tree = 3;
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_int_equal(o.u.announce_reply.n_tree, 3);
+  assert_string_equal(o.u.announce_reply.tree[0], "a");
+  assert_string_equal(o.u.announce_reply.tree[1], "");
+  assert_string_equal(o.u.announce_reply.tree[2], "b");
+  ws_msg_free(&o);
+  m.u.announce_reply.n_tree = WS_MAX_TREE + 1; /* over the cap */
+  assert_int_equal(roundtrip(&m, &o), WS_EUSAGE);
+  m.u.announce_reply.tree = NULL;
+  m.u.announce_reply.n_tree = 0;
+
   /* Empty reply. */
   memset(&m.u.announce_reply.peers, 0,
          sizeof(m.u.announce_reply) - offsetof(ws_announce_reply_t, peers));
@@ -402,6 +418,60 @@ static int decode_raw(uint8_t type, const uint8_t *body, uint32_t n,
 static void pk_key(msgpack_packer *pk, const char *k) {
   msgpack_pack_str(pk, strlen(k));
   msgpack_pack_str_body(pk, k, strlen(k));
+}
+
+/* An ANNOUNCE_REPLY whose "tree" holds element el (packed by the caller
+ * after the required keys); returns what the decoder says. */
+static int reply_tree_raw(void (*el)(msgpack_packer *pk)) {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint8_t d[32];
+  ws_msg_t o;
+  digest_fill(d, 21);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 3);
+  pk_key(&pk, "d");
+  msgpack_pack_bin(&pk, 32);
+  msgpack_pack_bin_body(&pk, d, 32);
+  pk_key(&pk, "iv");
+  msgpack_pack_uint32(&pk, 1000);
+  pk_key(&pk, "tree");
+  msgpack_pack_array(&pk, 1);
+  el(&pk);
+  int rc = decode_raw(WS_MSG_ANNOUNCE_REPLY, (uint8_t *)sb.data,
+                      (uint32_t)sb.size, 0, &o);
+  if (rc == 0)
+    ws_msg_free(&o);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+static void el_id(msgpack_packer *pk) {
+  pk_key(pk, "node-1");
+}
+static void el_int(msgpack_packer *pk) {
+  msgpack_pack_int(pk, 7);
+}
+static void el_long(msgpack_packer *pk) {
+  char id[WS_NODE_ID_MAX + 1];
+  memset(id, 'x', sizeof(id));
+  msgpack_pack_str(pk, sizeof(id));
+  msgpack_pack_str_body(pk, id, sizeof(id));
+}
+static void el_nul(msgpack_packer *pk) {
+  msgpack_pack_str(pk, 3);
+  msgpack_pack_str_body(pk, "a\0b", 3);
+}
+
+/* "tree" from a hostile tracker: only node ids (strings of at most
+ * WS_NODE_ID_MAX bytes, no NUL) are taken. */
+static void test_reply_tree_checked(void **state) {
+  (void)state;
+  assert_int_equal(reply_tree_raw(el_id), 0);
+  assert_int_equal(reply_tree_raw(el_int), WS_EBADMSG);
+  assert_int_equal(reply_tree_raw(el_long), WS_EBADMSG);
+  assert_int_equal(reply_tree_raw(el_nul), WS_EBADMSG);
 }
 
 static void test_unknown_and_missing_keys(void **state) {
@@ -598,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_announce_reply),
       cmocka_unit_test(test_lease_and_peer),
       cmocka_unit_test(test_unknown_and_missing_keys),
+      cmocka_unit_test(test_reply_tree_checked),
       cmocka_unit_test(test_array_caps),
       cmocka_unit_test(test_scan_hostile),
       cmocka_unit_test(test_bitfield),

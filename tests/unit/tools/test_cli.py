@@ -69,7 +69,7 @@ P2PD_OPTIONS = ["--cache", "--api", "--http", "--metrics", "--listen",
                 "--config", "--api-token-file", "--api-token-reads",
                 "--insecure", "--version"]
 TRACKER_OPTIONS = ["--listen", "--http", "--metrics", "--cluster-key",
-                   "--state", "--origin-inflight", "--log-level",
+                   "--state", "--origin-inflight", "--stripes", "--log-level",
                    "--api-token-file", "--api-token-reads", "--insecure",
                    "--max-nodes-per-addr", "--version"]
 

@@ -228,11 +228,28 @@ def test_retransmission_timeouts_stop_transfers():
     assert longer["t_all_s"] > lossy["t_all_s"]
 
 
+def test_stripe_trees_reach_the_model():
+    """--stripes runs the linked tracker's stripe trees (docs/tracker.md):
+    at 24 nodes a chunk then reaches every node a few pieces after its
+    root's GET, much sooner than through the default choice."""
+    args = ("--nodes", "24", "--rate-mbit", "33", "--shards", "1",
+            "--shard-mib", "32", "--small-files", "0", "--chunk-mib", "1",
+            "--rtt-us", "200", "--ttfb-ms", "5")
+    base = sim(*args)
+    tree = sim(*args, "--stripes", "4")
+    for d in (base, tree):
+        check_invariants(d, 24, 32)
+    assert base["stripes"] == 0 and tree["stripes"] == 4
+    assert tree["spread_s"]["all"] < base["spread_s"]["all"] / 2
+    assert tree["t_all_s"] < base["t_all_s"]
+
+
 def test_bad_policy_refused():
     for args in (["--pipeline-depth", "0"], ["--uploads-spare", "16"],
                  ["--dial-share", "0"], ["--max-neighbors", "0"],
                  ["--rto-per-mib", "-1"], ["--rto-ms", "0"],
-                 ["--origin-inflight", str(tunable_trk_max() + 1)]):
+                 ["--origin-inflight", str(tunable_trk_max() + 1)],
+                 ["--stripes", "17"]):
         r = subprocess.run([SIM, *args], capture_output=True, text=True,
                            timeout=20)
         assert r.returncode == 2, args

@@ -516,6 +516,55 @@ static void test_report_names_failed_file_once(void **state) {
   sfx_teardown(s);
 }
 
+/* Stripe trees (docs/tracker.md "Stripe trees"): a stripe's chunks are
+ * asked of our parent in it, and of nobody else while that parent is a
+ * ready neighbour. */
+static void test_tree_stripe_from_its_parent(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *b = sfx_neighbor(s, "nbrB", 7002);
+  hold_all(s, a);
+  hold_all(s, b);
+  char tree[2][WS_NODE_ID_MAX + 1] = {"nbrA", "nbrB"};
+  swarm_rel_set_tree(s->rel, (const char(*)[WS_NODE_ID_MAX + 1]) tree, 2,
+                     uv_now(&s->fx.loop));
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  peer_picker_fill(&s->picker, &a->n);
+  uint32_t n = sfx_requests(a, g, NULL);
+  assert_int_equal(n, 3); /* chunks 0, 2, 4, 6 are stripe 0's */
+  for (uint32_t i = 0; i < n; i++)
+    assert_int_equal(g[i] % 2, 0);
+  peer_picker_fill(&s->picker, &b->n);
+  n = sfx_requests(b, g, NULL);
+  assert_int_equal(n, 3); /* 1, 3, 5: stripe 1's */
+  for (uint32_t i = 0; i < n; i++)
+    assert_int_equal(g[i] % 2, 1);
+  sfx_teardown(s);
+}
+
+/* A parent that is not a neighbour (never reached, or gone): nothing of
+ * its stripe for PEER_TREE_GRACE_MS after the trees came, then anyone's. */
+static void test_tree_parent_absent_then_anyone(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  hold_all(s, a);
+  char tree[2][WS_NODE_ID_MAX + 1] = {"nbrC", "nbrC"};
+  uint64_t now = uv_now(&s->fx.loop);
+  swarm_rel_set_tree(s->rel, (const char(*)[WS_NODE_ID_MAX + 1]) tree, 2, now);
+  uint32_t g[PEER_PIPELINE_DEPTH];
+  peer_picker_fill(&s->picker, &a->n);
+  assert_int_equal(sfx_requests(a, g, NULL), 0);
+  s->rel->tree_ms = now - PEER_TREE_GRACE_MS; /* the grace is over */
+  peer_picker_fill(&s->picker, &a->n);
+  assert_int_equal(sfx_requests(a, g, NULL), 3);
+  /* No trees any more (a reply without them): every chunk again. */
+  swarm_rel_set_tree(s->rel, NULL, 0, now);
+  assert_int_equal(s->rel->ntree, 0);
+  sfx_teardown(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_and_first_chunks_first),
@@ -532,6 +581,8 @@ int main(void) {
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
       cmocka_unit_test(test_report_names_failed_file_once),
+      cmocka_unit_test(test_tree_stripe_from_its_parent),
+      cmocka_unit_test(test_tree_parent_absent_then_anyone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

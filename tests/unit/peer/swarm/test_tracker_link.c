@@ -244,8 +244,12 @@ static void tf_on_conn(wf_loop_t *w, uv_stream_t *server) {
  */
 
 static void cl_on_peers(void *arg, const uint8_t digest[32],
-                        const ws_peer_info_t *peers, uint32_t n) {
+                        const ws_peer_info_t *peers, uint32_t n,
+                        const char (*tree)[WS_NODE_ID_MAX + 1],
+                        uint32_t ntree) {
   tf_t *tf = arg;
+  (void)tree;
+  (void)ntree;
 
   assert_memory_equal(digest, tf->dig_a, 32);
   tf->npeers_cb++;
