@@ -46,7 +46,9 @@ static int ns_get(const cJSON *o, const char *key, uint64_t *out) {
 static void holds_load(cache_rel_t *r, const cJSON *arr) {
   const cJSON *it;
   r->nholds = 0;
-  cJSON_ArrayForEach(it, cJSON_IsArray(arr) ? arr : NULL) {
+  if (!cJSON_IsArray(arr))
+    return;
+  cJSON_ArrayForEach(it, arr) {
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(it, "name");
     uint64_t exp;
     if (r->nholds == WS_CACHE_HOLDS_MAX)

@@ -29,7 +29,8 @@ static void size_ok(const char *s, uint64_t want) {
 static void size_bad(const char *s) {
   uint64_t v = 12345;
   if (ws_parse_size(s, &v) != WS_EUSAGE)
-    fail_msg("'%s' accepted as %llu", s, (unsigned long long)v);
+    fail_msg("'%s' accepted as %llu", s != NULL ? s : "(null)",
+             (unsigned long long)v);
   assert_int_equal(v, 12345); /* untouched on refusal */
 }
 
