@@ -513,6 +513,8 @@ static void test_report_names_failed_file_once(void **state) {
   memset(&a, 0, sizeof(a));
   swarm_rels_report(&s->rels, s->rel->digest.b, &a);
   assert_string_equal(a.err, "file b.bin: chunk 1: sha256 mismatch");
+  peer_file_chunk_done(f, 0, PEER_SRC_PEER, WS_ECANCELED, NULL);
+  peer_file_unref(f); /* the transfer ends: the file may close */
   sfx_teardown(s);
 }
 
