@@ -280,7 +280,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
                 ["ip", "netns", "exec", f"{PFX}-trk", os.path.join(BUILD, "tracker", "p2p-tracker"),
                  "--listen", f"{TRK_IP}:7600", "--http", f"{TRK_IP}:7601", "--cluster-key", key,
                  "--api-token-file", token]
-                + (["--origin-inflight", str(a.origin_inflight)] if a.origin_inflight else []),
+                + (["--origin-inflight", str(a.origin_inflight)] if a.origin_inflight else [])
+                + (["--stripes", str(a.stripes)] if a.stripes else []),
                 stdout=open(os.path.join(work, "tracker.log"), "ab"), stderr=subprocess.STDOUT)
             time.sleep(0.5)
         for i in range(1, a.peers + 1):
@@ -364,7 +365,8 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     t_all = max(times)
     return {"mode": mode, "n": N, "bytes": F, "rate_mbit": a.rate_mbit,
             "origin_mbit": a.origin_mbit, "chunk_mib": a.chunk_mib,
-            "origin_inflight": a.origin_inflight or "default", "qdisc": a.qdisc,
+            "origin_inflight": a.origin_inflight or "default", "stripes": a.stripes,
+            "qdisc": a.qdisc,
             "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
