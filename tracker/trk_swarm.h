@@ -186,8 +186,8 @@ void trk_member_set_want(trk_member_t *m, uint32_t want);
 
 /* Stripes to aim for in s (0: no trees); see trk_tracker_set_tree. */
 void trk_swarm_set_tree(trk_swarm_t *s, uint32_t stripes);
-/* Stripes in effect now: the set number, at most half the members; 0
- * (no trees) below 2. */
+/* Stripes in effect now: the set number (at least 2) once the swarm has
+ * twice as many members, else 0 (no trees). */
 uint32_t trk_tree_stripes(const trk_swarm_t *s);
 /* m's parent in stripe st's tree; NULL for its root or with no trees. */
 const trk_member_t *trk_tree_parent(const trk_swarm_t *s, const trk_member_t *m,
