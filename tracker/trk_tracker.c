@@ -462,6 +462,9 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     s = j != NULL ? j->swarm : trk_tracker_swarm_find(t, &a->digest);
     m = j != NULL ? j->member : NULL;
     if (a->leave && m != NULL) {
+      /* A node stopping on a failure says why in its last report: the
+       * dashboard's list of nodes gone keeps it. */
+      trk_stats_report(s, m, &a->report, now_ms);
       member_leave(t, s, m);
       s = NULL;
     }

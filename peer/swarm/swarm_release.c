@@ -86,6 +86,11 @@ peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest) {
 void swarm_rel_free(peer_swarm_rel_t *rel) {
   peer_swarm_rels_t *t = rel->t;
   peer_swarm_rel_t **pp = &t->head;
+  /* First: the stop announce asks for rel's report (a failed file's
+   * error), so rel must still be found. */
+  if (t->tl != NULL)
+    swarm_rel_tracker_rc("untrack",
+                         peer_trackers_untrack(t->tl, rel->digest.b));
   while (*pp != NULL && *pp != rel)
     pp = &(*pp)->next;
   assert(*pp == rel);
@@ -93,9 +98,6 @@ void swarm_rel_free(peer_swarm_rel_t *rel) {
   t->count--;
   for (peer_neighbor_t *n = t->nbrs->head; n != NULL; n = n->next)
     peer_requests_forget_rel(n, rel);
-  if (t->tl != NULL)
-    swarm_rel_tracker_rc("untrack",
-                         peer_trackers_untrack(t->tl, rel->digest.b));
   ws_bitfield_free(&rel->have);
   free(rel->uri);
   if (rel->state == PEER_SWARM_REL_READY) {
@@ -600,7 +602,11 @@ void swarm_rels_report(peer_swarm_rels_t *t, const uint8_t *digest,
       a->s3_bytes += f->bytes_from_s3;
       a->peer_bytes += f->bytes_from_peers;
     }
-    if (f->state == PEER_FILE_FAILED && a->err[0] == '\0') {
+    /* A failed file no transfer holds is CLOSING already; its error
+     * stays. A cancel (daemon stopping) is no failure to show. */
+    bool failed = f->state == PEER_FILE_FAILED ||
+                  (f->state == PEER_FILE_CLOSING && f->err != 0);
+    if (failed && f->err != WS_ECANCELED && a->err[0] == '\0') {
       /* The file's message starts with its name (peer_file_fail). A name
        * of up to 255 bytes and its error do not always fit: the message is
        * cut at the end, and says so. */

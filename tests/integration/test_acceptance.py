@@ -22,6 +22,7 @@ import time
 
 from conftest import BUILD, binary
 from flipproxy import FlipProxy
+import trkclient
 import ws
 
 MiB = 1 << 20
@@ -172,7 +173,12 @@ def test_four_releases_at_once_no_eviction(rgw, s3env, tmp_path):
 def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_path):
     """A release fetched in swarm mode whose file (name of 238 bytes) fails
     its hash: the release's error names the file first and, cut at 256
-    bytes, ends with "..." (before, it stopped mid-word, unannounced)."""
+    bytes, ends with "..." (before, it stopped mid-word, unannounced).
+    The tracker hears it too: with another member keeping the swarm (a
+    protocol client), the failed node's row stays on the dashboard as
+    "left", with the error its stop announce carried (before, the release
+    was out of p2pd's swarm before that announce was built, and the
+    tracker dropped a leaving node's report)."""
     src = tmp_path / "long"
     src.mkdir()
     name = "w" * 234 + ".bin"
@@ -186,6 +192,11 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
     c.put_object(Bucket=bucket, Key=key, Body=bytes(body))
     ckey = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), ckey).start()
+    with open(ckey) as f:
+        key = bytes.fromhex(f.read().strip())
+    digest = bytes.fromhex(pub["digest"][len("sha256-"):])
+    other = trkclient.Peer(trk.port, "other", key, digest, listen_port=ws.free_port())
+    other.announce(tot=2, want=False)  # 2 MiB in 1 MiB chunks
     p = ws.swarm_peer(BUILD, str(tmp_path), s3env, "long", trk, ckey).start()
     try:
         r = p.ctl("prefetch", pub["uri"], "--wait", "--timeout", "60", timeout=90)
@@ -195,7 +206,18 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
         err = rel["error"]["message"]
         assert err.startswith(name + ": chunk "), err
         assert len(err.encode()) == 255 and err.endswith("..."), err
+        deadline = time.time() + 10
+        while True:
+            st, sw = trk.get(f"/api/v1/swarms/{pub['digest']}")
+            left = [n for n in sw.get("nodes", []) if n["state"] == "left"] \
+                if st == 200 else []
+            if left or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(left) == 1, (st, sw)
+        assert left[0]["last_error"].startswith("file " + name + ": chunk "), left
     finally:
+        other.close()
         p.stop()
         trk.stop()
 

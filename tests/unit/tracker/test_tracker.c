@@ -505,6 +505,38 @@ static void test_peer_update_reaches_selection(void **state) {
   trk_tracker_free(t);
 }
 
+/* A node that stops on a failure says why in its last announce: the
+ * swarm's departed row keeps the error (before, a leave's report was
+ * dropped, and only a member still in the swarm could show one). */
+static void test_leave_keeps_reported_error(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(4);
+  trk_peer_id_t a = conn(t, "a", "", 1);
+  trk_peer_id_t b = conn(t, "b", "", 2);
+  trk_announce_t an = ann(&d, 8);
+  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  trk_announce_t lv = ann(&d, 8);
+  lv.leave = 1;
+  lv.report.err = "file b.bin: chunk 1: sha256 mismatch";
+  assert_int_equal(trk_tracker_announce(t, b, &lv, 10, &r), 0);
+  trk_swarm_t *s = trk_tracker_swarm_find(t, &d);
+  assert_non_null(s);
+  uint32_t n = trk_stats_node_count(s), found = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    trk_node_view_t v;
+    trk_stats_node(s, i, 20, &v);
+    if (strcmp(v.node_id, "b") == 0) {
+      assert_string_equal(v.err, "file b.bin: chunk 1: sha256 mismatch");
+      found++;
+    }
+  }
+  assert_int_equal(found, 1);
+  trk_tracker_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
@@ -519,6 +551,7 @@ int main(void) {
       cmocka_unit_test(test_prefetch_and_wanted_in_replies),
       cmocka_unit_test(test_restart_rebuilds),
       cmocka_unit_test(test_json_and_metrics),
+      cmocka_unit_test(test_leave_keeps_reported_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -518,6 +518,27 @@ static void test_report_names_failed_file_once(void **state) {
   sfx_teardown(s);
 }
 
+/* A failed file that no transfer holds closes at once (CLOSING); the
+ * tracker still hears its error, and a cancel is no error to show. */
+static void test_report_keeps_closed_file_error(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 3);
+  peer_file_t *f = sfx_file(s, "b.bin", NULL);
+  peer_file_fail(f, WS_EDIGEST, "chunk 1: sha256 mismatch");
+  assert_int_equal(f->state, PEER_FILE_CLOSING);
+  ws_announce_t a;
+  memset(&a, 0, sizeof(a));
+  swarm_rels_report(&s->rels, s->rel->digest.b, &a);
+  assert_string_equal(a.err, "file b.bin: chunk 1: sha256 mismatch");
+  sfx_teardown(s);
+  s = sfx_setup(spec, 3);
+  peer_file_fail(sfx_file(s, "c.bin", NULL), WS_ECANCELED, "daemon stopping");
+  memset(&a, 0, sizeof(a));
+  swarm_rels_report(&s->rels, s->rel->digest.b, &a);
+  assert_string_equal(a.err, "");
+  sfx_teardown(s);
+}
+
 /* Stripe trees (docs/tracker.md "Stripe trees"): a stripe's chunks are
  * asked of our parent in it, and of nobody else while that parent is a
  * ready neighbour. */
@@ -583,6 +604,7 @@ int main(void) {
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
       cmocka_unit_test(test_report_names_failed_file_once),
+      cmocka_unit_test(test_report_keeps_closed_file_error),
       cmocka_unit_test(test_tree_stripe_from_its_parent),
       cmocka_unit_test(test_tree_parent_absent_then_anyone),
   };
