@@ -309,6 +309,9 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
              "Chunk completions reported.", (double)st.haves);
   metric_one(b, "weightswarm_tracker_leases_expired_total", "counter",
              "Origin leases expired (all swarms).", (double)st.leases_expired);
+  metric_one(b, "weightswarm_tracker_nodes_failed_total", "counter",
+             "Nodes that left a release saying it failed there.",
+             (double)st.nodes_failed);
   metric_one(b, "weightswarm_tracker_peers_replaced_total", "counter",
              "Connections replaced by a reconnect of the same node.",
              (double)st.peers_replaced);

@@ -240,6 +240,14 @@ static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
     send_refusal(c, rc, &d);
     return;
   }
+  if (ta.leave && a->err[0] != '\0') {
+    /* Its release failed there; the swarm's row keeps it too, while the
+     * swarm lasts (a swarm goes with its last member). */
+    char ds[WS_DIGEST_STR_LEN + 1];
+    ws_digest_to_str(&d, ds);
+    WS_LOGW("conn#%llu node=%s: left %s: %s", (unsigned long long)c->id,
+            p->node_id, ds, a->err);
+  }
   static const uint8_t presence[WS_PROTO_DIGEST_LEN];
   const trk_peer_t *nodes[WS_MAX_NODES];
   uint32_t nn = 0;

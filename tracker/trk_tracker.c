@@ -168,6 +168,15 @@ static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
     swarm_drop(t, s);
 }
 
+/* m leaves by its STOPPED announce; the error of a failure in its report
+ * stays on its departed row (the dashboard's) and is counted. */
+static void member_stop(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
+                        const trk_report_t *rep, uint64_t now_ms) {
+  trk_stats_report(s, m, rep, now_ms);
+  t->st.nodes_failed += rep->err != NULL && rep->err[0] != '\0';
+  member_leave(t, s, m);
+}
+
 /* A swarm's own arrays per chunk: avail (u32), holder (pointer), the
  * deadline order (two u32) and six bits (need, first, ever, suspect,
  * vouched, loose), rounded up to a byte (trk_swarm-int.h). */
@@ -462,10 +471,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     s = j != NULL ? j->swarm : trk_tracker_swarm_find(t, &a->digest);
     m = j != NULL ? j->member : NULL;
     if (a->leave && m != NULL) {
-      /* A node stopping on a failure says why in its last report: the
-       * dashboard's list of nodes gone keeps it. */
-      trk_stats_report(s, m, &a->report, now_ms);
-      member_leave(t, s, m);
+      member_stop(t, s, m, &a->report, now_ms);
       s = NULL;
     }
     if (!a->leave && s != NULL)

@@ -16,6 +16,7 @@ S3 bytes are counted by radosgw's usage log (rgw.bytes_sent), not by p2pd.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -176,7 +177,8 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
     bytes, ends with "..." (before, it stopped mid-word, unannounced).
     The tracker hears it too: with another member keeping the swarm (a
     protocol client), the failed node's row stays on the dashboard as
-    "left", with the error its stop announce carried (before, the release
+    "left", with the error its stop announce carried, and the tracker logs
+    it and counts it (weightswarm_tracker_nodes_failed_total) (before, the release
     was out of p2pd's swarm before that announce was built, and the
     tracker dropped a leaving node's report)."""
     src = tmp_path / "long"
@@ -216,6 +218,11 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
             time.sleep(0.2)
         assert len(left) == 1, (st, sw)
         assert left[0]["last_error"].startswith("file " + name + ": chunk "), left
+        st, text = trk.get("/metrics")
+        assert st == 200 and re.search(
+            r"^weightswarm_tracker_nodes_failed_total 1$", text, re.M), text
+        with open(trk.log, errors="replace") as f:
+            assert f"left {pub['digest']}: file {name}" in f.read()
     finally:
         other.close()
         p.stop()

@@ -534,6 +534,13 @@ static void test_leave_keeps_reported_error(void **state) {
     }
   }
   assert_int_equal(found, 1);
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.nodes_failed, 1);
+  lv.report.err = NULL; /* a plain leave is no failure */
+  assert_int_equal(trk_tracker_announce(t, a, &lv, 30, &r), 0);
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.nodes_failed, 1);
   trk_tracker_free(t);
 }
 
