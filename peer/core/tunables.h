@@ -158,13 +158,24 @@
 #define PEER_SERVE_FILE_PIECES 2u
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
-/* The neighbour whose upload just ended does not take the freed slot
- * straight back while another one we upload nothing to was refused a slot
- * within this long (it asks again after PEER_BUSY_RETRY_MS): its queue
- * runs first, so a refused neighbour could wait for ever (a 4-node swarm:
- * a node finished after the one with 60 % of its rate). Anyone else asking
- * while a slot is free gets it (docs/benchmarks.md, session 17). */
+/* Once it has had its turn (PEER_UPLOAD_TURN_MS), the neighbour whose
+ * upload just ended does not take the freed slot straight back while
+ * another one we upload nothing to was refused a slot within this long (it
+ * asks again after PEER_BUSY_RETRY_MS): its queue runs first, so a refused
+ * neighbour could wait for ever (a 4-node swarm: a node finished after the
+ * one with 60 % of its rate). Anyone else asking while a slot is free gets
+ * it (docs/benchmarks.md, session 17). */
 #define PEER_SLOT_HOLD_MS (2u * PEER_BUSY_RETRY_MS)
+/* How long a neighbour keeps an upload slot for the chunks it has queued
+ * with us, back to back, before a refused neighbour's claim comes first.
+ * Session 17 gave the slot away after every chunk: each time, the stream
+ * on that connection stopped, its queued requests were refused, and the
+ * slot sat idle until the refused neighbour asked again (up to
+ * PEER_BUSY_RETRY_MS). With turns of 5 s: 8 nodes 1.083-1.099 x T_min
+ * against 1.183-1.185, 24 nodes fifo 1.441 against 1.481; 2 s did as
+ * well at 8 nodes, no turn at all lost at 48 (docs/benchmarks.md, session
+ * 23). BitTorrent rotates the peers it unchokes every 10 s. */
+#define PEER_UPLOAD_TURN_MS 5000u
 /* A REJECT "not held" (or "release unknown") hides that chunk of that
  * neighbour for at least this long; then it may be asked again. Forgetting
  * it for good left a chunk with no source at all when the refusal was

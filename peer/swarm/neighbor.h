@@ -174,6 +174,7 @@ struct peer_neighbor_s {
   bool serving;     /* in peer_upload_next */
   bool serve_again; /* it was called again meanwhile */
   bool just_served; /* an upload to it just ended (upload_chunk.c) */
+  uint64_t turn_ms; /* when its current run of back-to-back uploads began */
   bool mani_open;   /* a MANIFEST payload is streaming */
   bool want_drain;  /* a send got WS_ELIMIT */
   uv_timer_t timer; /* rate-limit waits; closed before the free */

@@ -218,10 +218,14 @@ static unsigned upload_cap(const peer_neighbor_t *n) {
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
   uint64_t now = uv_now(u->ctx->loop);
-  /* An upload to n just ended and another neighbour was refused a slot:
-   * the freed slot is not n's to take straight back (its queue runs
-   * first, so a refused neighbour could wait for ever). */
-  bool yield = n->just_served && peer_neighbors_slot_waiter(n, now);
+  /* An upload to n just ended: its next queued chunk takes the freed slot,
+   * so the stream on that connection goes on, until n has had its turn
+   * (PEER_UPLOAD_TURN_MS); then, if another neighbour was refused a slot,
+   * the slot is not n's to take straight back (its queue runs first, so a
+   * refused neighbour could wait for ever). */
+  bool goes_on = n->just_served;
+  bool yield = goes_on && now - n->turn_ms >= PEER_UPLOAD_TURN_MS &&
+               peer_neighbors_slot_waiter(n, now);
   n->just_served = false;
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
@@ -236,6 +240,8 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
     } else if (room) {
       if (n->nups == 0)
         n->tx_ms = now; /* its write clock starts */
+      if (n->nups == 0 && !goes_on)
+        n->turn_ms = now; /* a new turn: nothing went out to it just now */
       n->waiting = false;
       peer_upload_chunk_start(u, n, &q.r);
     } else {

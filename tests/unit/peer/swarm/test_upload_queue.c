@@ -134,9 +134,13 @@ static void test_spare_slot_for_one_with_none(void **state) {
   ufx_teardown(&f);
 }
 
-/* The neighbour whose upload just ended leaves the freed slot to one
- * refused: before, its queue ran first and took the slot straight back,
- * and the refused one could wait for ever. Fails without the yield in
+/* The neighbour whose upload just ended keeps the freed slot for its next
+ * queued chunk while its turn lasts (PEER_UPLOAD_TURN_MS), even with
+ * another one refused: the stream on its connection goes on (before
+ * session 23 its queue was refused after every chunk). Once its turn is
+ * over it leaves the slot to the refused one: before session 17 its queue
+ * ran first and took the slot straight back, and the refused one could
+ * wait for ever. Fails without the turn, and without the yield, in
  * upload.c. */
 static void test_just_served_leave_the_slot_to_the_refused(void **state) {
   (void)state;
@@ -152,15 +156,25 @@ static void test_just_served_leave_the_slot_to_the_refused(void **state) {
   assert_int_equal(a->nups, 1);
   assert_int_equal(a->sq_len, 0);
   assert_int_equal(fake_upload_log.rejects, 0);
-  /* e refused: when a's upload ends, its next is refused busy and the
-   * slot stays free for e. */
+  /* e refused: within a's turn, a's next still takes the slot. */
   ask(&f, 0, 7);
   ask(&f, PEER_UPLOADS_MAX, 6);
   assert_int_equal(fake_upload_log.rejects, 1);
+  assert_ptr_equal(fake_upload_log.last_reject_to, e);
+  fake_upload_end(&f.u, a);
+  assert_int_equal(a->nups, 1);
+  assert_int_equal(a->sq_len, 0);
+  assert_int_equal(fake_upload_log.rejects, 1);
+  /* Its turn over: when a's upload ends, its next is refused busy and
+   * the slot stays free for e. */
+  ask(&f, 0, 4);
+  ask(&f, PEER_UPLOADS_MAX, 6);
+  assert_int_equal(fake_upload_log.rejects, 2);
+  a->turn_ms = uv_now(a->set->ctx->loop) - PEER_UPLOAD_TURN_MS;
   fake_upload_end(&f.u, a);
   assert_int_equal(a->nups, 0);
   assert_int_equal(a->sq_len, 0);
-  assert_int_equal(fake_upload_log.rejects, 2);
+  assert_int_equal(fake_upload_log.rejects, 3);
   assert_ptr_equal(fake_upload_log.last_reject_to, a);
   assert_int_equal(f.u.uploads, PEER_UPLOADS_MAX - 1);
   ask(&f, PEER_UPLOADS_MAX, 6);
