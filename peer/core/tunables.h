@@ -171,10 +171,10 @@
  * Session 17 gave the slot away after every chunk: each time, the stream
  * on that connection stopped, its queued requests were refused, and the
  * slot sat idle until the refused neighbour asked again (up to
- * PEER_BUSY_RETRY_MS). With turns of 5 s: 8 nodes 1.083-1.099 x T_min
- * against 1.183-1.185, 24 nodes fifo 1.441 against 1.481; 2 s did as
- * well at 8 nodes, no turn at all lost at 48 (docs/benchmarks.md, session
- * 23). BitTorrent rotates the peers it unchokes every 10 s. */
+ * PEER_BUSY_RETRY_MS). With turns of 5 s: 8 nodes 1.079-1.099 x T_min
+ * against 1.183-1.186; 24 nodes, fifo and 48 nodes within the spread;
+ * 2 s did about as well at 8 nodes (docs/benchmarks.md, session 23).
+ * BitTorrent rotates the peers it unchokes every 10 s. */
 #define PEER_UPLOAD_TURN_MS 5000u
 /* A REJECT "not held" (or "release unknown") hides that chunk of that
  * neighbour for at least this long; then it may be asked again. Forgetting
