@@ -23,7 +23,8 @@ def sh(*args, **kw):
 def build():
     sh(os.path.join(ROOT, "tools", "bootstrap"), "--quiet")
     if not os.path.exists(os.path.join(BUILD, "build.ninja")):
-        sh("meson", "setup", BUILD, "--buildtype=release", stdout=subprocess.DEVNULL)
+        # The source directory named: meson would take the working one.
+        sh("meson", "setup", BUILD, ROOT, "--buildtype=release", stdout=subprocess.DEVNULL)
     sh("ninja", "-C", BUILD, stdout=subprocess.DEVNULL)
 
 
