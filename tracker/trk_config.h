@@ -62,6 +62,10 @@
 
 /* --- swarms ----------------------------------------------------------- */
 #define TRK_MAX_SWARMS 256u /* distinct digests tracked */
+/* How long a swarm stays listed once its last member has left (an ended
+ * swarm, trk_swarms.h): the dashboard and /api/v1/swarms keep its departed
+ * members' rows and errors that long, unless a new swarm needs its place. */
+#define TRK_SWARM_ENDED_MS (15u * 60u * 1000u)
 /* Peers per swarm: the default of --max-members (every peer may join a
  * release), and the most it may be. */
 #define TRK_MAX_MEMBERS TRK_MAX_PEERS

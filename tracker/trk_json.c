@@ -35,12 +35,17 @@ static double age_s(uint64_t now_ms, uint64_t then_ms) {
   return now_ms > then_ms ? (double)(now_ms - then_ms) / 1000.0 : 0.0;
 }
 
-/* Adds the summary fields of s to o; 0 or -ENOMEM. */
-static int swarm_fill(cJSON *o, const trk_swarm_t *s, uint64_t now_ms) {
+/* Adds the summary fields of s to o, with "ended_s" once its last member
+ * has left (trk_swarms.h); 0 or -ENOMEM. */
+static int swarm_fill(cJSON *o, const trk_tracker_t *t, const trk_swarm_t *s,
+                      uint64_t now_ms) {
   trk_swarm_stats_t st;
   trk_swarm_stats(s, &st);
   cJSON *l;
-  if (!cJSON_AddStringToObject(o, "digest", trk_swarm_digest_str(s)) ||
+  uint64_t since;
+  if ((trk_tracker_swarm_ended(t, s, now_ms, &since) &&
+       !cJSON_AddNumberToObject(o, "ended_s", age_s(now_ms, since))) ||
+      !cJSON_AddStringToObject(o, "digest", trk_swarm_digest_str(s)) ||
       !cJSON_AddStringToObject(o, "uri", trk_swarm_uri(s)) ||
       !cJSON_AddNumberToObject(o, "total_chunks", st.total_chunks) ||
       !cJSON_AddNumberToObject(o, "members", st.members) ||
@@ -103,7 +108,7 @@ char *trk_json_swarms(const trk_tracker_t *t, uint64_t now_ms) {
     if (o == NULL)
       goto done;
     cJSON_AddItemToArray(arr, o);
-    if (swarm_fill(o, trk_tracker_swarm_at(t, i), now_ms) < 0 ||
+    if (swarm_fill(o, t, trk_tracker_swarm_at(t, i), now_ms) < 0 ||
         trk_json_dash_summary(o, trk_tracker_swarm_at(t, i), now_ms) < 0)
       goto done;
   }
@@ -142,7 +147,7 @@ int trk_json_swarm(const trk_tracker_t *t, const ws_hash_t *digest,
     return WS_ENOTFOUND;
   cJSON *root = cJSON_CreateObject();
   cJSON *arr;
-  if (root == NULL || swarm_fill(root, s, now_ms) < 0 ||
+  if (root == NULL || swarm_fill(root, t, s, now_ms) < 0 ||
       trk_json_dash_summary(root, s, now_ms) < 0 ||
       trk_json_dash_detail(root, s, now_ms) < 0 ||
       (arr = cJSON_AddArrayToObject(root, "peers")) == NULL)

@@ -291,8 +291,11 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
   for (int r = TRK_REFUSE_PEERS; r < TRK_REFUSE_CONNS; r++)
     text_add(b, "weightswarm_tracker_refusals_total{reason=\"%s\"} %.17g\n",
              trk_refusal_name((trk_refusal_t)r), (double)st.refused[r]);
-  metric_one(b, "weightswarm_tracker_swarms", "gauge", "Releases tracked.",
-             st.swarms);
+  metric_one(b, "weightswarm_tracker_swarms", "gauge",
+             "Releases listed, those ended included.", st.swarms);
+  metric_one(b, "weightswarm_tracker_swarms_ended", "gauge",
+             "Releases listed whose last node has left (kept a while).",
+             st.swarms_ended);
   metric_one(b, "weightswarm_tracker_wanted", "gauge",
              "Releases in the cluster-wide wanted set.", st.wanted);
   metric_one(b, "weightswarm_tracker_state_bytes", "gauge",

@@ -1,10 +1,9 @@
 /* trk_tracker.c - glue of registry, swarms and wanted set; the operations
  * of trk_tracker.h.
  *
- * Owns the swarm table (a dense array of at most TRK_MAX_SWARMS, swap-
- * remove) and, through the registry, every peer. Invariant: a swarm exists
- * only while it has members; it is freed by the call that removes its last
- * member. Loop thread only.
+ * Owns the swarm table (trk_swarms.h) and, through the registry, every
+ * peer. A swarm whose last member left stays listed as ended until the
+ * table's sweep frees it; nobody joins an ended swarm. Loop thread only.
  */
 #include "trk_tracker.h"
 
@@ -12,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trk_swarms.h"
 #include "trk_target.h"
 
 /* A peer that announced a digest without a chunk count (see
@@ -25,8 +25,7 @@ typedef struct {
 struct trk_tracker_s {
   trk_peers_t *peers;
   trk_wanted_t *wanted;
-  trk_swarm_t *swarms[TRK_MAX_SWARMS];
-  uint32_t nswarms;
+  trk_swarms_t swarms;
   uint64_t rng;
   uint32_t origin_target; /* 0: default policy (trk_lease_cap) */
   uint32_t tree_k;        /* stripes (trk_tree.c); 0: no trees */
@@ -43,8 +42,8 @@ static uint64_t state_bytes(const trk_tracker_t *t);
 
 void trk_tracker_set_max_members(trk_tracker_t *t, uint32_t n) {
   t->max_members = n;
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    trk_swarm_set_max_members(t->swarms[i], n);
+  for (uint32_t i = 0; i < t->swarms.n; i++)
+    trk_swarm_set_max_members(t->swarms.at[i], n);
 }
 
 void trk_tracker_set_max_memory(trk_tracker_t *t, uint64_t bytes) {
@@ -76,14 +75,14 @@ static uint64_t memory_bytes(const trk_tracker_t *t) {
 
 void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n) {
   t->origin_target = n;
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    trk_swarm_set_origin_target(t->swarms[i], n);
+  for (uint32_t i = 0; i < t->swarms.n; i++)
+    trk_swarm_set_origin_target(t->swarms.at[i], n);
 }
 
 void trk_tracker_set_tree(trk_tracker_t *t, uint32_t k) {
   t->tree_k = k;
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    trk_swarm_set_tree(t->swarms[i], k);
+  for (uint32_t i = 0; i < t->swarms.n; i++)
+    trk_swarm_set_tree(t->swarms.at[i], k);
 }
 
 trk_tracker_t *trk_tracker_new(uint32_t max_peers, uint64_t seed,
@@ -114,8 +113,7 @@ void trk_tracker_free(trk_tracker_t *t) {
   if (t == NULL)
     return;
   /* Swarms first: leaving drops the join records the peers point at. */
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    trk_swarm_free(t->swarms[i]);
+  trk_swarms_free_all(&t->swarms);
   trk_peers_free(t->peers);
   trk_wanted_free(t->wanted);
   free(t);
@@ -123,24 +121,7 @@ void trk_tracker_free(trk_tracker_t *t) {
 
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
                                     const ws_hash_t *digest) {
-  trk_swarm_t *best = NULL;
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest) &&
-        (best == NULL ||
-         trk_swarm_member_count(t->swarms[i]) > trk_swarm_member_count(best)))
-      best = t->swarms[i];
-  return best;
-}
-
-/* The swarm of (digest, total_chunks), or NULL. */
-static trk_swarm_t *swarm_find_key(const trk_tracker_t *t,
-                                   const ws_hash_t *digest,
-                                   uint32_t total_chunks) {
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    if (ws_hash_eq(trk_swarm_digest(t->swarms[i]), digest) &&
-        trk_swarm_total_chunks(t->swarms[i]) == total_chunks)
-      return t->swarms[i];
-  return NULL;
+  return trk_swarms_find(&t->swarms, digest);
 }
 
 /* p's membership in a swarm of digest (one per digest and peer). */
@@ -151,30 +132,13 @@ static trk_peer_join_t *join_of(trk_peer_t *p, const ws_hash_t *digest) {
   return NULL;
 }
 
-static void swarm_drop(trk_tracker_t *t, trk_swarm_t *s) {
-  for (uint32_t i = 0; i < t->nswarms; i++) {
-    if (t->swarms[i] == s) {
-      t->swarms[i] = t->swarms[--t->nswarms];
-      trk_swarm_free(s);
-      return;
-    }
-  }
-}
-
-/* Removes m from s and frees s if it was the last member. */
-static void member_leave(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m) {
-  trk_swarm_leave(s, m);
-  if (trk_swarm_member_count(s) == 0)
-    swarm_drop(t, s);
-}
-
 /* m leaves by its STOPPED announce; the error of a failure in its report
  * stays on its departed row (the dashboard's) and is counted. */
 static void member_stop(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
                         const trk_report_t *rep, uint64_t now_ms) {
   trk_stats_report(s, m, rep, now_ms);
   t->st.nodes_failed += rep->err != NULL && rep->err[0] != '\0';
-  member_leave(t, s, m);
+  trk_swarm_leave(s, m);
 }
 
 /* A swarm's own arrays per chunk: avail (u32), holder (pointer), the
@@ -190,10 +154,10 @@ static uint64_t swarm_bytes(uint32_t total_chunks) {
 
 static uint64_t state_bytes(const trk_tracker_t *t) {
   uint64_t n = 0;
-  for (uint32_t i = 0; i < t->nswarms; i++)
-    n += (uint64_t)trk_swarm_member_count(t->swarms[i]) *
-             trk_swarm_member_bytes(t->swarms[i]) +
-         swarm_bytes(trk_swarm_total_chunks(t->swarms[i]));
+  for (uint32_t i = 0; i < t->swarms.n; i++)
+    n += (uint64_t)trk_swarm_member_count(t->swarms.at[i]) *
+             trk_swarm_member_bytes(t->swarms.at[i]) +
+         swarm_bytes(trk_swarm_total_chunks(t->swarms.at[i]));
   return n;
 }
 
@@ -203,7 +167,7 @@ void trk_tracker_disconnect(trk_tracker_t *t, trk_peer_id_t id) {
     return;
   while (p->njoined > 0) {
     trk_peer_join_t j = p->joined[p->njoined - 1u];
-    member_leave(t, j.swarm, j.member);
+    trk_swarm_leave(j.swarm, j.member); /* the last leaves it ended */
   }
   trk_peers_remove(t->peers, id);
 }
@@ -272,14 +236,24 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
   if (j != NULL && trk_swarm_total_chunks(j->swarm) != a->total_chunks)
     return WS_EPROTO; /* it joined with another count: leave first */
   trk_swarm_t *s =
-      j != NULL ? j->swarm : swarm_find_key(t, &a->digest, a->total_chunks);
+      j != NULL ? j->swarm
+                : trk_swarms_find_key(&t->swarms, &a->digest, a->total_chunks);
   trk_member_t *m = j != NULL ? j->member : NULL;
   if (m != NULL)
     goto done;
   if (p->njoined >= p->max_joined)
     return refuse(t, TRK_REFUSE_RELEASES_PER_NODE);
+  if (s != NULL && trk_swarm_member_count(s) == 0) {
+    trk_swarms_drop(&t->swarms, s); /* ended: a new swarm takes its place */
+    s = NULL;
+  }
   if (s == NULL) {
-    if (t->nswarms >= TRK_MAX_SWARMS)
+    /* Ended swarms make room first, the one that ended first first. */
+    while ((t->swarms.n >= TRK_MAX_SWARMS ||
+            memory_bytes(t) + swarm_bytes(a->total_chunks) > t->max_bytes) &&
+           trk_swarms_drop_oldest_ended(&t->swarms))
+      ;
+    if (t->swarms.n >= TRK_MAX_SWARMS)
       return refuse(t, TRK_REFUSE_SWARMS);
     if (memory_bytes(t) + swarm_bytes(a->total_chunks) > t->max_bytes)
       return refuse(t, TRK_REFUSE_MEMORY);
@@ -289,7 +263,7 @@ static int swarm_enter(trk_tracker_t *t, trk_peer_t *p, const trk_announce_t *a,
     trk_swarm_set_origin_target(s, t->origin_target);
     trk_swarm_set_tree(s, t->tree_k);
     trk_swarm_set_max_members(s, t->max_members);
-    t->swarms[t->nswarms++] = s;
+    (void)trk_swarms_add(&t->swarms, s); /* room was checked above */
     created = 1;
   }
   if (trk_swarm_member_count(s) >= trk_swarm_max_members(s)) {
@@ -311,7 +285,7 @@ done:
 
 fail_swarm:
   if (created)
-    swarm_drop(t, s);
+    trk_swarms_drop(&t->swarms, s);
   return rc;
 }
 
@@ -602,12 +576,14 @@ int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
 
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < t->nswarms; i++) {
-    n += trk_lease_expire(t->swarms[i], now_ms);
-    trk_swarm_weigh(t->swarms[i], now_ms);
-    t->nregrant += (uint32_t)trk_swarm_regrant(t->swarms[i], 0);
-    trk_stats_sample(t->swarms[i], now_ms);
+  for (uint32_t i = 0; i < t->swarms.n; i++) {
+    trk_swarm_t *s = t->swarms.at[i];
+    n += trk_lease_expire(s, now_ms);
+    trk_swarm_weigh(s, now_ms);
+    t->nregrant += (uint32_t)trk_swarm_regrant(s, 0);
+    trk_stats_sample(s, now_ms);
   }
+  trk_swarms_sweep(&t->swarms, now_ms);
   t->st.leases_expired += n;
   (void)trk_wanted_expire(t->wanted, now_ms);
   return n;
@@ -615,8 +591,8 @@ uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
 
 int trk_tracker_regrant_pending(trk_tracker_t *t, int clear) {
   int pending = t->nregrant > 0;
-  for (uint32_t i = 0; clear && i < t->nswarms; i++)
-    (void)trk_swarm_regrant(t->swarms[i], 1);
+  for (uint32_t i = 0; clear && i < t->swarms.n; i++)
+    (void)trk_swarm_regrant(t->swarms.at[i], 1);
   if (clear)
     t->nregrant = 0;
   return pending;
@@ -680,18 +656,26 @@ trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t) {
 }
 
 uint32_t trk_tracker_swarm_count(const trk_tracker_t *t) {
-  return t->nswarms;
+  return t->swarms.n;
 }
 
 trk_swarm_t *trk_tracker_swarm_at(const trk_tracker_t *t, uint32_t i) {
-  return i < t->nswarms ? t->swarms[i] : NULL;
+  return i < t->swarms.n ? t->swarms.at[i] : NULL;
+}
+
+int trk_tracker_swarm_ended(const trk_tracker_t *t, const trk_swarm_t *s,
+                            uint64_t now_ms, uint64_t *since_ms) {
+  return trk_swarms_ended(&t->swarms, s, now_ms, since_ms);
 }
 
 void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out) {
   *out = t->st;
   out->peers = trk_peers_count(t->peers);
   out->peers_max = trk_peers_max(t->peers);
-  out->swarms = t->nswarms;
+  out->swarms = t->swarms.n;
+  out->swarms_ended = 0;
+  for (uint32_t i = 0; i < t->swarms.n; i++)
+    out->swarms_ended += trk_swarm_member_count(t->swarms.at[i]) == 0;
   out->wanted = trk_wanted_count(t->wanted);
   out->state_bytes = state_bytes(t);
   out->memory_bytes = memory_bytes(t);

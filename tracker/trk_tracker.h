@@ -95,7 +95,8 @@ typedef struct {
   uint32_t members_max;  /* per release */
   uint64_t memory_bytes; /* state_bytes plus the peers' (--max-memory) */
   uint64_t memory_max;
-  uint32_t swarms;
+  uint32_t swarms;       /* listed, ended ones included */
+  uint32_t swarms_ended; /* listed with no member left (trk_swarms.h) */
   uint32_t wanted;
   uint64_t state_bytes; /* have-bitfields and member records */
   uint64_t announces;
@@ -228,6 +229,10 @@ trk_peers_t *trk_tracker_peers(const trk_tracker_t *t);
 trk_wanted_t *trk_tracker_wanted(const trk_tracker_t *t);
 uint32_t trk_tracker_swarm_count(const trk_tracker_t *t);
 trk_swarm_t *trk_tracker_swarm_at(const trk_tracker_t *t, uint32_t i);
+/* Whether listed swarm s has ended (its last member left; it stays listed
+ * for TRK_SWARM_ENDED_MS, trk_swarms.h), and since when (*since_ms). */
+int trk_tracker_swarm_ended(const trk_tracker_t *t, const trk_swarm_t *s,
+                            uint64_t now_ms, uint64_t *since_ms);
 /* The swarm of digest with the most members (several when announces
  * disagree on the chunk count), or NULL. */
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,

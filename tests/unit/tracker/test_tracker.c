@@ -91,12 +91,25 @@ static void test_announce_flow(void **state) {
   assert_true(st.leases_expired > 0);
   assert_int_equal(st.announces_rejected, 3);
   assert_int_equal(st.haves, 2);
-  /* Leaving the last member drops the swarm. */
+  /* Leaving the last member ends the swarm: listed, ended, until the sweep
+   * TRK_SWARM_ENDED_MS later frees it. */
   trk_tracker_disconnect(t, a);
   assert_int_equal(trk_tracker_swarm_count(t), 1);
+  uint64_t since = 0;
+  assert_false(
+      trk_tracker_swarm_ended(t, trk_tracker_swarm_at(t, 0), 0, &since));
   trk_announce_t lv = ann(&d, 64);
   lv.leave = 1;
   assert_int_equal(trk_tracker_announce(t, b, &lv, 0, &r), 0);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  assert_true(
+      trk_tracker_swarm_ended(t, trk_tracker_swarm_at(t, 0), 70000, &since));
+  (void)trk_tracker_tick(t, 70000);
+  (void)trk_tracker_tick(t, 70000 + TRK_SWARM_ENDED_MS - 1);
+  assert_true(
+      trk_tracker_swarm_ended(t, trk_tracker_swarm_at(t, 0), 80000, &since));
+  assert_int_equal(since, 70000);
+  (void)trk_tracker_tick(t, 70000 + TRK_SWARM_ENDED_MS);
   assert_int_equal(trk_tracker_swarm_count(t), 0);
   trk_tracker_disconnect(t, a); /* stale id: no-op */
   trk_tracker_free(t);
@@ -216,8 +229,12 @@ static void test_caps(void **state) {
   assert_int_equal(trk_tracker_announce(t, ids[0], &an, k * 1000, &r),
                    WS_ELIMIT);
   assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS_PER_PEER);
-  /* Disconnect frees every swarm the peer was alone in. */
+  /* Disconnect ends every swarm the peer was alone in; the sweep frees
+   * them TRK_SWARM_ENDED_MS later. */
   trk_tracker_disconnect(t, ids[0]);
+  assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS_PER_PEER);
+  (void)trk_tracker_tick(t, 100000);
+  (void)trk_tracker_tick(t, 100000 + TRK_SWARM_ENDED_MS);
   assert_int_equal(trk_tracker_swarm_count(t), 0);
   assert_int_equal(trk_peers_count(trk_tracker_peers(t)), 2);
   trk_tracker_free(t);
@@ -275,9 +292,15 @@ static void test_reconnect_replaces(void **state) {
   assert_int_equal(old, a);
   assert_int_not_equal(a2, a);
   assert_null(trk_peers_get(trk_tracker_peers(t), a));
-  /* The old connection's leases went with it: the new one gets them. */
-  assert_int_equal(trk_tracker_swarm_count(t), 0);
+  /* The old connection's leases went with it (its swarm ended): the new
+   * one gets them, in a new swarm in the ended one's place. */
+  uint64_t since;
+  assert_true(
+      trk_tracker_swarm_ended(t, trk_tracker_swarm_at(t, 0), 5, &since));
   assert_int_equal(trk_tracker_announce(t, a2, &an, 5, &r), 0);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  assert_false(
+      trk_tracker_swarm_ended(t, trk_tracker_swarm_at(t, 0), 5, &since));
   assert_int_equal(r.leases[0].chunk, 0);
   trk_tracker_stats_t st;
   trk_tracker_stats(t, &st);
@@ -544,6 +567,100 @@ static void test_leave_keeps_reported_error(void **state) {
   trk_tracker_free(t);
 }
 
+/* Digest k of many (fx_digest has 256), none equal to an fx_digest. */
+static ws_hash_t many_digest(uint32_t k) {
+  ws_hash_t h = fx_digest((uint8_t)k);
+  h.b[0] ^= (uint8_t)(0x80u | (k >> 8));
+  return h;
+}
+
+/* A swarm whose last member leaves (here failing) stays listed, ended,
+ * with that member's row and error; a node that announces its release
+ * again gets a new swarm in its place; a full table makes room by
+ * freeing the swarm that ended first. */
+static void test_ended_swarm_stays_listed(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(4);
+  trk_peer_id_t b = conn(t, "b", "", 2);
+  trk_announce_t an = ann(&d, 8);
+  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
+  trk_announce_t lv = ann(&d, 8);
+  lv.leave = 1;
+  lv.report.err = "disk full";
+  assert_int_equal(trk_tracker_announce(t, b, &lv, 10, &r), 0);
+  trk_swarm_t *s = trk_tracker_swarm_find(t, &d);
+  assert_non_null(s);
+  assert_int_equal(trk_swarm_member_count(s), 0);
+  assert_int_equal(trk_stats_node_count(s), 1);
+  trk_node_view_t v;
+  trk_stats_node(s, 0, 20, &v);
+  assert_string_equal(v.node_id, "b");
+  assert_string_equal(v.err, "disk full");
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.swarms, 1);
+  assert_int_equal(st.swarms_ended, 1);
+  (void)trk_tracker_tick(t, 20);
+  char *js = trk_json_swarms(t, 5020);
+  assert_non_null(js);
+  assert_non_null(strstr(js, "\"ended_s\":5"));
+  free(js);
+  /* Announced again: a new swarm, without the ended one's rows. */
+  trk_peer_id_t c = conn(t, "c", "", 3);
+  assert_int_equal(trk_tracker_announce(t, c, &an, 30, &r), 0);
+  assert_int_equal(trk_tracker_swarm_count(t), 1);
+  s = trk_tracker_swarm_find(t, &d);
+  assert_int_equal(trk_swarm_member_count(s), 1);
+  assert_int_equal(trk_stats_node_count(s), 1);
+  trk_stats_node(s, 0, 30, &v);
+  assert_string_equal(v.node_id, "c");
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.swarms_ended, 0);
+  trk_tracker_disconnect(t, c);
+  (void)trk_tracker_tick(t, 40); /* d's swarm ended at 40 */
+  /* Every other place taken: the last new swarm takes d's. */
+  trk_peer_id_t p[4];
+  char name[8];
+  for (uint32_t i = 0; i < 4; i++) {
+    snprintf(name, sizeof(name), "p%u", i);
+    p[i] = conn(t, name, "", (uint16_t)(10 + i));
+    for (uint32_t k = 0; k < TRK_MAX_SWARMS_PER_PEER; k++) {
+      ws_hash_t dk = many_digest(i * TRK_MAX_SWARMS_PER_PEER + k);
+      trk_announce_t ak = ann(&dk, 8);
+      assert_int_equal(
+          trk_tracker_announce(t, p[i], &ak, 100000 + k * 1000, &r), 0);
+    }
+  }
+  assert_int_equal(4u * TRK_MAX_SWARMS_PER_PEER, TRK_MAX_SWARMS);
+  assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS);
+  assert_null(trk_tracker_swarm_find(t, &d));
+  /* Full of live swarms: refused, as before. */
+  trk_peer_id_t e = conn(t, "e", "", 20);
+  ws_hash_t de = many_digest(1000);
+  trk_announce_t ae = ann(&de, 8);
+  assert_int_equal(trk_tracker_announce(t, e, &ae, 200000, &r), WS_ELIMIT);
+  assert_int_equal(trk_tracker_refusal(t), TRK_REFUSE_SWARMS);
+  /* p0's swarms end first, then p1's: one of p0's makes room. */
+  trk_tracker_disconnect(t, p[0]);
+  (void)trk_tracker_tick(t, 210000);
+  trk_tracker_disconnect(t, p[1]);
+  (void)trk_tracker_tick(t, 220000);
+  assert_int_equal(trk_tracker_announce(t, e, &ae, 230000, &r), 0);
+  assert_int_equal(trk_tracker_swarm_count(t), TRK_MAX_SWARMS);
+  uint32_t ended0 = 0, ended1 = 0;
+  for (uint32_t k = 0; k < TRK_MAX_SWARMS_PER_PEER; k++) {
+    ws_hash_t d0 = many_digest(k),
+              d1 = many_digest(TRK_MAX_SWARMS_PER_PEER + k);
+    ended0 += trk_tracker_swarm_find(t, &d0) != NULL;
+    ended1 += trk_tracker_swarm_find(t, &d1) != NULL;
+  }
+  assert_int_equal(ended0, TRK_MAX_SWARMS_PER_PEER - 1);
+  assert_int_equal(ended1, TRK_MAX_SWARMS_PER_PEER);
+  trk_tracker_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
@@ -559,6 +676,7 @@ int main(void) {
       cmocka_unit_test(test_restart_rebuilds),
       cmocka_unit_test(test_json_and_metrics),
       cmocka_unit_test(test_leave_keeps_reported_error),
+      cmocka_unit_test(test_ended_swarm_stays_listed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
