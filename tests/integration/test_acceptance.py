@@ -180,7 +180,8 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
     "left", with the error its stop announce carried, and the tracker logs
     it and counts it (weightswarm_tracker_nodes_failed_total) (before, the release
     was out of p2pd's swarm before that announce was built, and the
-    tracker dropped a leaving node's report)."""
+    tracker dropped a leaving node's report). Once the other member has
+    left too, the release stays listed, ended, with that row."""
     src = tmp_path / "long"
     src.mkdir()
     name = "w" * 234 + ".bin"
@@ -223,6 +224,22 @@ def test_failed_file_with_a_long_name_says_its_error_was_cut(rgw, s3env, tmp_pat
             r"^weightswarm_tracker_nodes_failed_total 1$", text, re.M), text
         with open(trk.log, errors="replace") as f:
             assert f"left {pub['digest']}: file {name}" in f.read()
+        # The other member gone too, the release stays listed, ended, with
+        # the failed node's row (before, it went with its last member).
+        other.close()
+        deadline = time.time() + 10
+        while True:
+            st, sw = trk.get(f"/api/v1/swarms/{pub['digest']}")
+            if (st == 200 and "ended_s" in sw) or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert st == 200 and "ended_s" in sw and sw["members"] == 0, (st, sw)
+        left = [n for n in sw["nodes"] if n["last_error"]]
+        assert len(left) == 1 and left[0]["state"] == "left", sw
+        assert left[0]["last_error"].startswith("file " + name + ": chunk "), left
+        st, text = trk.get("/metrics")
+        assert st == 200 and re.search(
+            r"^weightswarm_tracker_swarms_ended 1$", text, re.M), text
     finally:
         other.close()
         p.stop()
