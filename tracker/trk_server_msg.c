@@ -241,8 +241,8 @@ static void on_announce(trk_conn_t *c, const ws_announce_t *a) {
     return;
   }
   if (ta.leave && a->err[0] != '\0') {
-    /* Its release failed there; the swarm's row keeps it too, while the
-     * swarm lasts (a swarm goes with its last member). */
+    /* Its release failed there; the swarm's row keeps it too, also once
+     * the swarm has ended, for TRK_SWARM_ENDED_MS (trk_swarms.h). */
     char ds[WS_DIGEST_STR_LEN + 1];
     ws_digest_to_str(&d, ds);
     WS_LOGW("conn#%llu node=%s: left %s: %s", (unsigned long long)c->id,

@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from conftest import BUILD, binary
+import trkclient
 import ws
 
 MiB = 1 << 20
@@ -180,4 +181,36 @@ def test_dashboard_renders_wanted_without_swarm(tmp_path):
         st, _ = trk.get("/vendor/nope.js")
         assert st == 404
     finally:
+        trk.stop()
+
+
+def test_dashboard_shows_an_ended_release(tmp_path):
+    """Its only node failed the release and left: the release stays on the
+    page, marked ended, with the node's row and its error, and the page
+    runs clean (before, the release vanished with its last node)."""
+    key = ws.write_cluster_key(str(tmp_path / "k"))
+    trk = ws.Tracker(BUILD, str(tmp_path), key).start()
+    with open(key) as f:
+        kb = bytes.fromhex(f.read().strip())
+    digest = bytes.fromhex("cd" * 32)
+    node = trkclient.Peer(trk.port, "gpu-node-7", kb, digest, listen_port=ws.free_port())
+    try:
+        node.announce(tot=4)
+        node.announce(tot=4, ev=3, err="file model.bin: disk full")
+        node.close()
+        st, sw = trk.get("/api/v1/swarms/sha256-" + "cd" * 32)
+        assert st == 200 and sw["members"] == 0 and "ended_s" in sw, (st, sw)
+        dom, console = chromium(f"http://127.0.0.1:{trk.http}/", "--dump-dom")
+        assert console == [], console
+        errs = re.search(r'<pre id="page-errors"[^>]*>([^<]*)<', dom)
+        assert errs is not None and errs.group(1).strip() == "", errs and errs.group(1)
+        assert re.search(r"ended [^<]* ago: every node has left", dom), dom[-3000:]
+        rows = re.findall(r'<tr data-node="([^"]+)">(.*?)</tr>', dom, re.S)
+        assert [n for n, _ in rows] == ["gpu-node-7"], rows
+        assert "disk full" in rows[0][1], rows
+        card = dom[dom.index('id="releases"'):]
+        card = card[:card.index("<script")] if "<script" in card else card
+        assert "NaN" not in card and "undefined" not in card, card
+    finally:
+        node.close()
         trk.stop()
