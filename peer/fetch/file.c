@@ -345,6 +345,7 @@ static void file_open_after(void *arg, int status) {
   if (rc != 0) {
     peer_file_fail(file, ws_err_disk(rc), "opening partial");
   } else if (ws_store_file_complete(file->pf)) {
+    file->bytes_cached = file->mf.size;
     file_complete(file);
   } else if (!file->ctx->running) {
     /* Stopping: leave it for peer_files_close_all. */

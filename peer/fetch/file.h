@@ -99,6 +99,9 @@ struct peer_file_s {
   uint64_t bytes_done;
   uint64_t bytes_from_s3;
   uint64_t bytes_from_peers;
+  /* Bytes the cache held whole when the file opened (a blob an earlier
+   * release fetched and verified): no source delivered them. */
+  uint64_t bytes_cached;
   /* Digest of the release that created the file (the first to list it):
    * the bytes above count for that release only; every other release that
    * shares the file reports them as shared (peer_file_counts_for). */

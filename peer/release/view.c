@@ -83,12 +83,14 @@ void peer_rel_progress(const peer_release_t *rel, peer_rel_progress_t *p) {
       p->chunks_done += f->chunks_done;
     }
     /* A file shared with another release counts where it was fetched:
-     * here only if this release created it, else as shared. */
+     * here only if this release created it, else as shared; one the cache
+     * held whole already (another release fetched it before) as shared. */
     if (peer_file_counts_for(f, &rel->digest)) {
       p->from_s3 += f->bytes_from_s3;
       p->from_peers += f->bytes_from_peers;
+      p->shared += f->bytes_cached;
     } else {
-      p->shared += f->bytes_from_s3 + f->bytes_from_peers;
+      p->shared += f->bytes_from_s3 + f->bytes_from_peers + f->bytes_cached;
     }
   }
 }

@@ -91,3 +91,43 @@ def test_shared_files_fetched_and_counted_once(rgw, s3env, tmp_path):
     finally:
         p.stop()
         proxy.stopped = True
+
+
+def test_shared_file_in_the_cache_already_counts_as_shared(rgw, s3env, tmp_path):
+    """The second release is prefetched only once the first is ready, so
+    the files they share are whole in the cache (and no longer open) when
+    it lists them: it reads none of them from S3 and reports their bytes in
+    bytes_shared, so its bytes_from_s3 + bytes_shared add up to the release
+    (before, they counted nowhere: the sum fell short by the shared files,
+    and the concurrent test above failed whenever one release finished a
+    shared file before the other listed it)."""
+    bucket = rgw.bucket()
+    rels = []
+    for i in range(2):
+        src = ws.make_release(str(tmp_path / f"v{i}"), shard_bytes=2 * MiB, nshards=2,
+                              seed=f"later-{i}")
+        ws.write_random(os.path.join(src, "shared.bin"), 3 * MiB, "later-bin")
+        rels.append((src, publish(s3env, src, f"s3://{bucket}/m/later{i}/")))
+    a, b = (files_by_hash(src) for src, _ in rels)
+    shared = sum(b[h] for h in b if h in a)
+    own = sum(b[h] for h in b if h not in a)
+    assert shared >= 3 * MiB
+    p = ws.P2pd(BUILD, str(tmp_path), s3env).start()
+    try:
+        reps = []
+        for _, pub in rels:
+            st, body = p.api("POST", "/api/v1/prefetch", {"uri": pub["uri"]})
+            assert st == 200, body
+            st, _ = p.api("GET", f"/api/v1/releases/{body['digest']}/wait"
+                          "?timeout_ms=60000", timeout=90)
+            assert st == 200, p.tail()
+            reps.append(ws.release_state(p, pub["digest"]))
+        first, second = reps
+        assert first["bytes_shared"] == 0 and first["bytes_from_s3"] == first["bytes_total"], first
+        assert second["bytes_shared"] == shared, (second, shared)
+        assert second["bytes_from_s3"] == own, (second, own)
+        assert second["bytes_from_s3"] + second["bytes_shared"] == second["bytes_total"], second
+        ok, bad = ws.tree_equal(rels[1][0], os.path.join(p.cache, "releases", rels[1][1]["digest"]))
+        assert ok, bad
+    finally:
+        p.stop()
