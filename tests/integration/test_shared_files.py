@@ -34,17 +34,23 @@ def files_by_hash(src):
     return out
 
 
-def test_shared_files_fetched_and_counted_once(rgw, s3env, tmp_path):
+def two_releases(rgw, s3env, tmp_path, name):
+    """Two releases published to S3 that share files: their own shards, and
+    a 3 MiB file both versions ship unchanged (tokenizer.json and the index
+    are equal too), so a double count or a missed one is plain to see.
+    Returns [(src, publish result)] and the files of each by sha256."""
     bucket = rgw.bucket()
     rels = []
     for i in range(2):
         src = ws.make_release(str(tmp_path / f"v{i}"), shard_bytes=2 * MiB, nshards=2,
-                              seed=f"shared-{i}")
-        # A large file both versions ship unchanged (tokenizer.json and the
-        # index are equal too): a double count is plain to see.
-        ws.write_random(os.path.join(src, "shared.bin"), 3 * MiB, "shared-bin")
-        rels.append((src, publish(s3env, src, f"s3://{bucket}/m/shared{i}/")))
-    a, b = (files_by_hash(src) for src, _ in rels)
+                              seed=f"{name}-{i}")
+        ws.write_random(os.path.join(src, "shared.bin"), 3 * MiB, f"{name}-bin")
+        rels.append((src, publish(s3env, src, f"s3://{bucket}/m/{name}{i}/")))
+    return rels, [files_by_hash(src) for src, _ in rels]
+
+
+def test_shared_files_fetched_and_counted_once(rgw, s3env, tmp_path):
+    rels, (a, b) = two_releases(rgw, s3env, tmp_path, "shared")
     union = sum({**a, **b}.values())
     shared = sum(a[h] for h in a if h in b)
     assert shared >= 3 * MiB
@@ -101,14 +107,7 @@ def test_shared_file_in_the_cache_already_counts_as_shared(rgw, s3env, tmp_path)
     (before, they counted nowhere: the sum fell short by the shared files,
     and the concurrent test above failed whenever one release finished a
     shared file before the other listed it)."""
-    bucket = rgw.bucket()
-    rels = []
-    for i in range(2):
-        src = ws.make_release(str(tmp_path / f"v{i}"), shard_bytes=2 * MiB, nshards=2,
-                              seed=f"later-{i}")
-        ws.write_random(os.path.join(src, "shared.bin"), 3 * MiB, "later-bin")
-        rels.append((src, publish(s3env, src, f"s3://{bucket}/m/later{i}/")))
-    a, b = (files_by_hash(src) for src, _ in rels)
+    rels, (a, b) = two_releases(rgw, s3env, tmp_path, "later")
     shared = sum(b[h] for h in b if h in a)
     own = sum(b[h] for h in b if h not in a)
     assert shared >= 3 * MiB

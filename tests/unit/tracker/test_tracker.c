@@ -528,23 +528,37 @@ static void test_peer_update_reaches_selection(void **state) {
   trk_tracker_free(t);
 }
 
+/* Node id at port, connected and announced as a leech of (d, total). */
+static trk_peer_id_t joined(trk_tracker_t *t, const char *id, uint16_t port,
+                            const ws_hash_t *d, uint32_t total,
+                            uint64_t now_ms) {
+  trk_reply_t r;
+  trk_peer_id_t p = conn(t, id, "", port);
+  trk_announce_t an = ann(d, total);
+  assert_int_equal(trk_tracker_announce(t, p, &an, now_ms, &r), 0);
+  return p;
+}
+
+/* p leaves (d, total) by a STOPPED announce reporting err (NULL: none). */
+static void left(trk_tracker_t *t, trk_peer_id_t p, const ws_hash_t *d,
+                 uint32_t total, const char *err, uint64_t now_ms) {
+  trk_reply_t r;
+  trk_announce_t lv = ann(d, total);
+  lv.leave = 1;
+  lv.report.err = err;
+  assert_int_equal(trk_tracker_announce(t, p, &lv, now_ms, &r), 0);
+}
+
 /* A node that stops on a failure says why in its last announce: the
  * swarm's departed row keeps the error (before, a leave's report was
  * dropped, and only a member still in the swarm could show one). */
 static void test_leave_keeps_reported_error(void **state) {
   (void)state;
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
-  trk_reply_t r;
   ws_hash_t d = fx_digest(4);
-  trk_peer_id_t a = conn(t, "a", "", 1);
-  trk_peer_id_t b = conn(t, "b", "", 2);
-  trk_announce_t an = ann(&d, 8);
-  assert_int_equal(trk_tracker_announce(t, a, &an, 0, &r), 0);
-  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
-  trk_announce_t lv = ann(&d, 8);
-  lv.leave = 1;
-  lv.report.err = "file b.bin: chunk 1: sha256 mismatch";
-  assert_int_equal(trk_tracker_announce(t, b, &lv, 10, &r), 0);
+  trk_peer_id_t a = joined(t, "a", 1, &d, 8, 0);
+  trk_peer_id_t b = joined(t, "b", 2, &d, 8, 0);
+  left(t, b, &d, 8, "file b.bin: chunk 1: sha256 mismatch", 10);
   trk_swarm_t *s = trk_tracker_swarm_find(t, &d);
   assert_non_null(s);
   uint32_t n = trk_stats_node_count(s), found = 0;
@@ -560,8 +574,7 @@ static void test_leave_keeps_reported_error(void **state) {
   trk_tracker_stats_t st;
   trk_tracker_stats(t, &st);
   assert_int_equal(st.nodes_failed, 1);
-  lv.report.err = NULL; /* a plain leave is no failure */
-  assert_int_equal(trk_tracker_announce(t, a, &lv, 30, &r), 0);
+  left(t, a, &d, 8, NULL, 30); /* a plain leave is no failure */
   trk_tracker_stats(t, &st);
   assert_int_equal(st.nodes_failed, 1);
   trk_tracker_free(t);
@@ -583,13 +596,7 @@ static void test_ended_swarm_stays_listed(void **state) {
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
   trk_reply_t r;
   ws_hash_t d = fx_digest(4);
-  trk_peer_id_t b = conn(t, "b", "", 2);
-  trk_announce_t an = ann(&d, 8);
-  assert_int_equal(trk_tracker_announce(t, b, &an, 0, &r), 0);
-  trk_announce_t lv = ann(&d, 8);
-  lv.leave = 1;
-  lv.report.err = "disk full";
-  assert_int_equal(trk_tracker_announce(t, b, &lv, 10, &r), 0);
+  left(t, joined(t, "b", 2, &d, 8, 0), &d, 8, "disk full", 10);
   trk_swarm_t *s = trk_tracker_swarm_find(t, &d);
   assert_non_null(s);
   assert_int_equal(trk_swarm_member_count(s), 0);
@@ -608,8 +615,7 @@ static void test_ended_swarm_stays_listed(void **state) {
   assert_non_null(strstr(js, "\"ended_s\":5"));
   free(js);
   /* Announced again: a new swarm, without the ended one's rows. */
-  trk_peer_id_t c = conn(t, "c", "", 3);
-  assert_int_equal(trk_tracker_announce(t, c, &an, 30, &r), 0);
+  trk_peer_id_t c = joined(t, "c", 3, &d, 8, 30);
   assert_int_equal(trk_tracker_swarm_count(t), 1);
   s = trk_tracker_swarm_find(t, &d);
   assert_int_equal(trk_swarm_member_count(s), 1);
