@@ -17,6 +17,8 @@ import uuid
 
 import pytest
 
+import ws
+
 BUILD = os.environ.get("WS_BUILD_ROOT", "/work/main/build")
 TOOL = os.path.join(BUILD, "tests", "unit", "s3_tool")
 RGW_SCRIPT = "/work/shared/s3-local/start-rgw.sh"
@@ -35,12 +37,6 @@ ODD_KEYS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 _RGW = {}
 
 
@@ -56,7 +52,7 @@ def s3env():
                 "sk": os.environ.get("AWS_SECRET_ACCESS_KEY", TEST_SK)}
     if not _RGW:
         d = "/tmp/ws-s3test-rgw-%d" % os.getpid()
-        rgw_port, mon_port = free_port(), free_port()
+        rgw_port, mon_port = ws.free_port(), ws.free_port()
         env = dict(os.environ, RGW_PORT=str(rgw_port), MON_PORT=str(mon_port))
         try:
             subprocess.run([RGW_SCRIPT, d], env=env, check=True,

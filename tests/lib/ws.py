@@ -9,11 +9,23 @@ import hashlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import struct
 import subprocess
 import time
+
+
+def log_tail(path, n=4000):
+    """The last n bytes of a daemon's log as text ("" when there is none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -130,11 +142,7 @@ class P2pd:
         raise RuntimeError("p2pd not ready: " + self.tail())
 
     def tail(self, n=4000):
-        try:
-            with open(self.log, "rb") as f:
-                return f.read()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
+        return log_tail(self.log, n)
 
     def api(self, method, path, body=None, timeout=30):
         return api(self.sock, method, path, body, timeout)
@@ -246,12 +254,38 @@ def tree_equal(a, b):
     return True, None
 
 
+_handed_out = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A loopback port that no socket holds now, for a daemon to bind.
+
+    It lies below the kernel's ephemeral range, so no outgoing connection
+    (radosgw's own to its monitor, a p2pd's, Chromium's) can take it as its
+    local port between this call and the daemon's bind, and it is never
+    handed out twice in one test run. A port from bind(0) could be taken
+    that way; a tracker then exited with "address already in use" and the
+    test failed with "tracker not up"."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = 20000  # above tools/rgw's, the demo's and Ceph's fixed ports
+    for _ in range(2000 if ephemeral_low - low >= 1000 else 0):
+        p = random.randrange(low, ephemeral_low)
+        if p in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+        _handed_out.add(p)
+        return p
+    with socket.socket() as s:  # no room below the range: the kernel's choice
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def write_cluster_key(path):
@@ -306,13 +340,18 @@ class Tracker:
         self.proc = subprocess.Popen(self.command(), stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tracker exited {self.proc.returncode}: {self.tail()}")
             try:
                 if self.get("/healthz")[0] == 200:
                     return self
             except OSError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError("tracker not up")
+        raise RuntimeError("tracker not up: " + self.tail())
+
+    def tail(self, n=4000):
+        return log_tail(self.log, n)
 
     def command(self):
         """The tracker's command line (the options above, then extra)."""
