@@ -546,7 +546,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
   uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
                                 TRK_LEASES_PER_PEER_MAX);
   if (r != NULL) {
-    r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+    r->interval_ms = 0; /* no announce answered: the peer keeps its time */
     reply_leases(r, s, m, ng);
   }
   return 0;
@@ -613,8 +613,7 @@ int trk_tracker_regrant(trk_tracker_t *t, trk_peer_id_t id, uint32_t i,
                                 TRK_LEASES_PER_PEER_MAX);
   if (ng == 0)
     return 0;
-  memset(r, 0, sizeof(*r));
-  r->interval_ms = TRK_ANNOUNCE_INTERVAL_MS;
+  memset(r, 0, sizeof(*r)); /* interval 0: no announce answered */
   reply_leases(r, s, m, ng);
   *digest = *trk_swarm_digest(s);
   return 1;

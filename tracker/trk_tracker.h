@@ -68,7 +68,13 @@ typedef struct {
   /* Wanted releases this peer has not joined. */
   uint32_t nwanted;
   const trk_wanted_entry_t *wanted[TRK_MAX_WANTED];
-  uint32_t interval_ms; /* when to announce again */
+  /* When to announce again; 0 in a reply that answers no ANNOUNCE (a
+   * HAVE's or a lease update's lease list, a pushed one): the peer keeps
+   * the time the last announce reply gave it. Those replies came every
+   * few hundred ms to a node holding leases, and each used to set its
+   * next announce 5 s away, so it never announced while it fetched and
+   * learnt no new peers and no stripe trees until it was done. */
+  uint32_t interval_ms;
   /* The member's parent in each stripe tree (trk_tree.c), NULL in the
    * stripe it is the root of; ntree 0: no trees. */
   uint32_t ntree;

@@ -212,6 +212,7 @@ static void test_tracker_regrant_after_grace(void **state) {
   assert_int_equal(trk_tracker_regrant(t, dl, 0, 1000 + G, &got_d, &r), 1);
   assert_true(ws_hash_eq(&got_d, &d));
   assert_true(r.nleases > 0 && r.ngranted == r.nleases);
+  assert_int_equal(r.interval_ms, 0); /* pushed: no announce answered */
   assert_int_equal(trk_tracker_regrant(t, dl, 1, 1000 + G, &got_d, &r),
                    WS_ENOTFOUND);
   assert_int_equal(trk_tracker_regrant_pending(t, 1), 1);

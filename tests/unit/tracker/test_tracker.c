@@ -63,6 +63,8 @@ static void test_announce_flow(void **state) {
   assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 10, &r), 0);
   assert_int_equal(r.nleases, TRK_LEASES_PER_PEER_MAX);
   assert_int_equal(r.ngranted, 1);
+  /* It answers no announce: the peer keeps its announce time. */
+  assert_int_equal(r.interval_ms, 0);
   assert_int_equal(trk_tracker_have(t, a, &d, &c0, 1, 10, NULL), 0);
   uint32_t oob = 64;
   assert_int_equal(trk_tracker_have(t, a, &d, &oob, 1, 10, NULL), WS_EBADMSG);
