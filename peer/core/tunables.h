@@ -194,8 +194,11 @@
 #define PEER_PICK_SCAN_MAX 8192u
 /* Stripe trees (docs/tracker.md): a stripe's chunks are asked of our
  * parent in it only, unless this long after the tracker named the trees
- * that parent is not a ready neighbour (never reached, or gone): then of
- * anyone. Dialing a parent and the handshake take a few round trips. */
+ * that parent is not a ready neighbour (never reached, or gone), or the
+ * parent has offered none of the stripe's chunks we lack for this long:
+ * then of anyone. Dialing a parent and the handshake take a few round
+ * trips; a stripe's root reads a chunk in about a second on the
+ * benchmark's links. */
 #define PEER_TREE_GRACE_MS 3000u
 /* A request with no CHUNK header after this is canceled and its chunk
  * asked elsewhere; the neighbour has missed (PEER_NBR_BENCH_MS). */

@@ -103,18 +103,24 @@ static void picker_consider(peer_picker_t *p, const peer_neighbor_rel_t *r,
 
 /* The stripes (bit s, of rel->ntree) whose chunks may be asked of n: with
  * stripe trees (docs/tracker.md) a stripe's chunks come from our parent in
- * it while that parent is a ready neighbour; from anyone where we are the
- * root, or once PEER_TREE_GRACE_MS after the trees came the parent is not
- * one (gone, or never reached). Without trees, every chunk. */
+ * it while that parent is a ready neighbour that feeds it; from anyone
+ * where we are the root, once PEER_TREE_GRACE_MS after the trees came the
+ * parent is not a neighbour (gone, or never reached), or while it has
+ * offered none of the stripe's chunks we lack for PEER_TREE_GRACE_MS (a
+ * parent that lags, or a keyed one that stays and says nothing: its
+ * children asked nobody else, tests/hostile/test_tree_parent.py). Without
+ * trees, every chunk. */
 static uint32_t picker_tree_mask(const peer_picker_t *p,
                                  const peer_neighbor_t *n,
                                  const peer_swarm_rel_t *rel) {
   uint32_t mask = 0;
-  bool late = uv_now(p->ctx->loop) - rel->tree_ms >= PEER_TREE_GRACE_MS;
+  uint64_t now = uv_now(p->ctx->loop);
+  bool late = now - rel->tree_ms >= PEER_TREE_GRACE_MS;
   for (uint32_t s = 0; s < rel->ntree; s++) {
     const char *parent = rel->tree[s];
     bool ready = false;
-    if (parent[0] == '\0' || strcmp(parent, n->node_id) == 0) {
+    if (parent[0] == '\0' || strcmp(parent, n->node_id) == 0 ||
+        now - rel->tree_fed_ms[s] >= PEER_TREE_GRACE_MS) {
       mask |= 1u << s;
       continue;
     }

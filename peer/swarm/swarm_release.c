@@ -65,9 +65,23 @@ void swarm_rel_set_tree(peer_swarm_rel_t *rel,
   }
   if (n != 0 && rel->ntree == 0)
     rel->tree_ms = now_ms; /* parents get PEER_TREE_GRACE_MS to connect */
-  rel->ntree = n;
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n; i++) {
+    /* A new parent gets PEER_TREE_GRACE_MS to offer its stripe. */
+    if (i >= rel->ntree || strcmp(rel->tree[i], tree[i]) != 0)
+      rel->tree_fed_ms[i] = now_ms;
     memcpy(rel->tree[i], tree[i], sizeof(rel->tree[i]));
+  }
+  rel->ntree = n;
+}
+
+void swarm_rel_tree_offer(peer_swarm_rel_t *rel, const char *node_id,
+                          uint32_t chunk, uint64_t now_ms) {
+  if (rel == NULL || rel->ntree == 0 || chunk >= rel->have.nbits ||
+      ws_bitfield_test(&rel->have, chunk))
+    return;
+  uint32_t s = chunk % rel->ntree;
+  if (strcmp(rel->tree[s], node_id) == 0)
+    rel->tree_fed_ms[s] = now_ms;
 }
 
 peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest) {

@@ -100,6 +100,10 @@ struct peer_swarm_rel_s {
   uint32_t ntree;
   uint64_t tree_ms;
   char tree[WS_MAX_TREE][WS_NODE_ID_MAX + 1];
+  /* Per stripe, when its parent last offered one of its chunks that we
+   * lacked (HAVE, "p" too) or the parent was named: a parent silent for
+   * PEER_TREE_GRACE_MS no longer holds its stripe (picker.c). */
+  uint64_t tree_fed_ms[WS_MAX_TREE];
   uint32_t first[PEER_FIRST_REPORT_MAX]; /* to read first (swarm_rels_report) */
 };
 
@@ -126,6 +130,10 @@ peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest);
 void swarm_rel_tracker_rc(const char *what, int rc);
 /* The record for digest, or NULL. */
 peer_swarm_rel_t *swarm_rel_find(peer_swarm_rels_t *t, const uint8_t *digest);
+/* node_id, a neighbour, offers chunk of rel (a HAVE): if we lack it and
+ * node_id is our parent in its stripe, that stripe is fed now. */
+void swarm_rel_tree_offer(peer_swarm_rel_t *rel, const char *node_id,
+                          uint32_t chunk, uint64_t now_ms);
 /* The tracker's stripe trees for rel (NULL: none tracked): tree[0..n). */
 void swarm_rel_set_tree(peer_swarm_rel_t *rel,
                         const char (*tree)[WS_NODE_ID_MAX + 1], uint32_t n,

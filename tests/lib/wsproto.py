@@ -2,7 +2,8 @@
 (docs/protocol.md): frames, the HELLO/AUTH handshake with the cluster key,
 per-frame MACs, sealed (AES-256-GCM) payloads. Used by the fault tests to play hostile or broken peers:
 a client without the key, a peer that announces and then never answers;
-and by the swarm tests to serve a p2pd by hand.
+and by the swarm tests to serve a p2pd by hand. Conn dials (the initiator);
+Conn.accepted(...).respond() answers a p2pd that dialled us.
 """
 import hashlib
 import hmac
@@ -167,6 +168,55 @@ class Conn:
             self.p_tx = hashlib.blake2b(b"ws-pi2r" + h_i + h_r, digest_size=32,
                                         key=sk).digest()
             self.p_rx = hashlib.blake2b(b"ws-pr2i" + h_i + h_r, digest_size=32,
+                                        key=sk).digest()
+        return True
+
+    @classmethod
+    def accepted(cls, sock, key, node_id="pytest", listen_port=0, timeout=10, version=2):
+        """The responder's end of a connection another party dialled (sock,
+        from accept()); respond() runs its handshake."""
+        c = cls.__new__(cls)
+        c.s = sock
+        c.s.settimeout(timeout)
+        c.key, c.id, c.listen_port, c.version = key, node_id, listen_port, version
+        c.sealed = False
+        c.p_tx = c.p_rx = c.k_tx = c.k_rx = None
+        c.buf = b""
+        c.seq_tx = c.seq_rx = 0
+        c.payload_bytes = 0
+        return c
+
+    def respond(self, role=0):
+        """Runs the responder side: the initiator's HELLO, ours, its AUTH
+        checked, ours. True when it checked; False otherwise."""
+        nonce = os.urandom(32)
+        hello = frame(T["HELLO"], {"v": self.version, "n": nonce, "id": self.id,
+                                   "port": self.listen_port, "role": role, "zone": ""})
+        try:
+            hdr = self._read(16)
+            _, _, type_, _, blen, _ = HDR.unpack(hdr)
+            body = self._read(blen)
+            if type_ != T["HELLO"]:
+                return False
+            their_v = msgpack.unpackb(body, raw=False).get("v", 1)
+            self.s.sendall(hello)
+            h_i = hashlib.blake2b(hdr + body, digest_size=32).digest()
+            h_r = hashlib.blake2b(hello, digest_size=32).digest()
+            ak, sk = kdf(self.key, 1), kdf(self.key, 2)
+            t, b, _ = self.read_frame()
+            if t != T["AUTH"] or not hmac.compare_digest(
+                    b["mac"], mac(ak, b"ws-auth-i" + h_i + h_r)):
+                return False
+            self.s.sendall(frame(T["AUTH"], {"mac": mac(ak, b"ws-auth-r" + h_i + h_r)}))
+        except (Closed, ConnectionError, socket.timeout, ValueError):
+            return False
+        self.k_tx = hashlib.blake2b(b"ws-r2i" + h_i + h_r, digest_size=32, key=sk).digest()
+        self.k_rx = hashlib.blake2b(b"ws-i2r" + h_i + h_r, digest_size=32, key=sk).digest()
+        self.sealed = min(self.version, their_v) >= 2
+        if self.sealed:
+            self.p_tx = hashlib.blake2b(b"ws-pr2i" + h_i + h_r, digest_size=32,
+                                        key=sk).digest()
+            self.p_rx = hashlib.blake2b(b"ws-pi2r" + h_i + h_r, digest_size=32,
                                         key=sk).digest()
         return True
 

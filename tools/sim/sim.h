@@ -162,6 +162,7 @@ typedef struct {
    * the root), since tree_s. */
   uint32_t ntree, tparent[TRK_TREE_MAX];
   double tree_s;
+  double tree_fed_s[TRK_TREE_MAX]; /* parent last offered a chunk we lack */
   double rx_Bps; /* typical rate of chunks from neighbours (deadlines) */
   double start_s, done_s, last_rx_s;
   double rx_bytes, tx_bytes; /* payload bytes in and out, wasted too */

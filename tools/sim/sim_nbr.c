@@ -117,7 +117,11 @@ static void view_unhide(sim_t *s, sim_conn_t *c) {
 /* The client of r takes its server's HAVE (conn_on_have). */
 static void have_one(sim_t *s, uint32_t r, uint32_t g, bool live) {
   sim_conn_t *c = &s->conns[r];
+  sim_node_t *n = &s->nodes[c->client];
   sim_view_learn(s, c, g, live);
+  if (n->ntree > 0 && c->server == n->tparent[g % n->ntree] &&
+      !sim_bit(n->have, g))
+    n->tree_fed_s[g % n->ntree] = s->now; /* swarm_rel_tree_offer */
   if (c->nreqs < s->cfg.pol.depth)
     sim_node_fill_conn(s, r);
 }

@@ -113,9 +113,13 @@ uint32_t sim_trk_announce(sim_t *s, uint32_t node, bool join) {
   if (r.npeers > 0 || r.ntree > 0) {
     if (r.ntree > 0 && n->ntree == 0)
       n->tree_s = s->now;
+    for (uint32_t i = 0; i < r.ntree; i++) {
+      uint32_t p = r.tree[i] ? node_of(r.tree[i]) : SIM_NONE;
+      if (i >= n->ntree || n->tparent[i] != p)
+        n->tree_fed_s[i] = s->now; /* swarm_rel_set_tree */
+      n->tparent[i] = p;
+    }
     n->ntree = r.ntree;
-    for (uint32_t i = 0; i < r.ntree; i++)
-      n->tparent[i] = r.tree[i] ? node_of(r.tree[i]) : SIM_NONE;
   }
   /* swarm_on_peers: dial while the dial share and the slots allow. */
   for (uint32_t i = 0; i < r.npeers && sim_room_dial(s, node); i++)
