@@ -198,6 +198,7 @@ int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
   r->due_now = false;
   r->event = WS_ANN_UPDATE;
   r->next_ms = uv_now(tc->loop) + r->interval_ms;
+  r->asked = true;
   return 0;
 }
 
@@ -354,15 +355,28 @@ static void tc_on_reply(peer_tracker_link_t *tc,
     return; /* on_link closed the client */
   if (r != NULL)
     tc_room_accepted(r);
+  /* The interval of the reply that answers our announce sets the next
+   * one. Other replies (a HAVE's lease list, a push) carry iv 0; a tracker
+   * from before that put its interval in every one, and a node holding
+   * leases got one every few hundred ms: such a reply may bring the next
+   * announce forward, never push it back (replies come in order, so the
+   * first after an announce is taken for its answer). */
   if (r != NULL && rep->interval_ms > 0) {
     uint32_t iv = rep->interval_ms;
+    uint64_t next;
 
     if (iv < PEER_TRACKER_LINK_INTERVAL_MIN_MS)
       iv = PEER_TRACKER_LINK_INTERVAL_MIN_MS;
     if (iv > PEER_TRACKER_LINK_INTERVAL_MAX_MS)
       iv = PEER_TRACKER_LINK_INTERVAL_MAX_MS;
-    r->interval_ms = iv;
-    r->next_ms = uv_now(tc->loop) + iv;
+    next = uv_now(tc->loop) + iv;
+    if (r->asked) {
+      r->asked = false;
+      r->interval_ms = iv;
+      r->next_ms = next;
+    } else if (next < r->next_ms) {
+      r->next_ms = next;
+    }
     tc_schedule(tc);
   }
   /* Peers and leases only for releases still tracked; a reply can cross an

@@ -177,6 +177,26 @@ static void tf_mode2(tf_t *tf) {
   }
 }
 
+/* Mode 4 script, a tracker from before "iv 0": ann#1 -> reply (150 ms);
+ * the client's HAVE -> a reply that answers no announce but carries a
+ * 60-s interval; ann#2 must still come 150 ms after reply 1 -> close. */
+static void tf_mode4(tf_t *tf) {
+  if (tf->nann == 2) {
+    peer_tracker_link_close(tf->tc);
+    tf->done = true;
+  }
+}
+
+static void tf_push_long_interval(tf_t *tf) {
+  ws_msg_t r;
+
+  memset(&r, 0, sizeof(r));
+  r.type = WS_MSG_ANNOUNCE_REPLY;
+  memcpy(r.u.announce_reply.digest, tf->dig_a, 32);
+  r.u.announce_reply.interval_ms = 60000;
+  assert_int_equal(wire_conn_send(tf->srv, &r), 0);
+}
+
 static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
   tf_t *tf = wire_conn_user(c);
 
@@ -189,10 +209,14 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
       tf_reply(tf, &m->u.announce);
     if (tf->mode == 1)
       tf_mode1(tf);
+    else if (tf->mode == 4)
+      tf_mode4(tf);
     else
       tf_mode2(tf);
     break;
   case WS_MSG_HAVE:
+    if (tf->mode == 4)
+      tf_push_long_interval(tf);
     tf->nhave++;
     tf->have_chunk = m->u.have.chunk;
     snprintf(tf->have_from, sizeof(tf->have_from), "%s", m->u.have.from);
@@ -278,7 +302,7 @@ static void cl_on_leases(void *arg, const uint8_t digest[32],
   tf->lease_chunks[0] = chunks[0];
   tf->lease_chunks[1] = chunks[1];
   tf->lease_ttl = ttl;
-  if (tf->mode == 1) {
+  if (tf->mode == 1 || tf->mode == 4) {
     /* "fetched" chunk 7 (from neighbour nbr-1: the HAVE names it) */
     assert_int_equal(
         peer_tracker_link_have_from(tf->tc, digest, chunks[0], "nbr-1"), 0);
@@ -428,6 +452,21 @@ static void test_announce_flow(void **state) {
   tf_free(tf);
 }
 
+/* A reply that answers no announce does not push the next one back. */
+static void test_other_reply_keeps_the_announce_time(void **state) {
+  tf_t *tf = tf_new(4);
+  const uint32_t held[1] = {0};
+
+  (void)state;
+  track_a(tf, 20, held, 1);
+  wf_run(&tf->w, 10000);
+  assert_int_equal(tf->nhave, 1); /* the 60-s reply went out */
+  assert_int_equal(tf->nann, 2);  /* ann#2 came anyway, well before */
+  assert_int_equal(tf->ann[1].event, WS_ANN_UPDATE);
+  assert_int_equal(tf->npeers_cb, 2); /* the client read both replies */
+  tf_free(tf);
+}
+
 /* While the tracker is gone: a chunk is gained, reconnects are refused.
  * Then the tracker comes back on the same port. */
 static void t_step(uv_timer_t *t) {
@@ -541,6 +580,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
+      cmocka_unit_test(test_other_reply_keeps_the_announce_time),
       cmocka_unit_test(test_reconnect),
       cmocka_unit_test(test_refused_backs_off),
       cmocka_unit_test(test_cfg_addr),
