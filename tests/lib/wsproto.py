@@ -64,6 +64,9 @@ class Conn:
             self.s.bind((source, 0))
         self.s.settimeout(timeout)
         self.s.connect((host, port))
+        self._start(key, node_id, listen_port, version)
+
+    def _start(self, key, node_id, listen_port, version):
         self.key = key
         self.id = node_id
         self.listen_port = listen_port
@@ -74,6 +77,16 @@ class Conn:
         self.k_tx = self.k_rx = None
         self.seq_tx = self.seq_rx = 0
         self.payload_bytes = 0  # raw payload bytes received (CHUNK/MANIFEST)
+
+    def _session(self, h_i, h_r, sk, their_v, initiator):
+        """The session's MAC keys (and payload keys when both speak 2)."""
+        def k(label):
+            return hashlib.blake2b(label + h_i + h_r, digest_size=32, key=sk).digest()
+        mine, theirs = (b"i2r", b"r2i") if initiator else (b"r2i", b"i2r")
+        self.k_tx, self.k_rx = k(b"ws-" + mine), k(b"ws-" + theirs)
+        self.sealed = min(self.version, their_v) >= 2
+        if self.sealed:
+            self.p_tx, self.p_rx = k(b"ws-p" + mine), k(b"ws-p" + theirs)
 
     def _read(self, n):
         while len(self.buf) < n:
@@ -161,14 +174,7 @@ class Conn:
                 return False
         except (Closed, ConnectionError, socket.timeout):
             return False
-        self.k_tx = hashlib.blake2b(b"ws-i2r" + h_i + h_r, digest_size=32, key=sk).digest()
-        self.k_rx = hashlib.blake2b(b"ws-r2i" + h_i + h_r, digest_size=32, key=sk).digest()
-        self.sealed = min(self.version, their_v) >= 2
-        if self.sealed:
-            self.p_tx = hashlib.blake2b(b"ws-pi2r" + h_i + h_r, digest_size=32,
-                                        key=sk).digest()
-            self.p_rx = hashlib.blake2b(b"ws-pr2i" + h_i + h_r, digest_size=32,
-                                        key=sk).digest()
+        self._session(h_i, h_r, sk, their_v, True)
         return True
 
     @classmethod
@@ -178,12 +184,7 @@ class Conn:
         c = cls.__new__(cls)
         c.s = sock
         c.s.settimeout(timeout)
-        c.key, c.id, c.listen_port, c.version = key, node_id, listen_port, version
-        c.sealed = False
-        c.p_tx = c.p_rx = c.k_tx = c.k_rx = None
-        c.buf = b""
-        c.seq_tx = c.seq_rx = 0
-        c.payload_bytes = 0
+        c._start(key, node_id, listen_port, version)
         return c
 
     def respond(self, role=0):
@@ -210,14 +211,7 @@ class Conn:
             self.s.sendall(frame(T["AUTH"], {"mac": mac(ak, b"ws-auth-r" + h_i + h_r)}))
         except (Closed, ConnectionError, socket.timeout, ValueError):
             return False
-        self.k_tx = hashlib.blake2b(b"ws-r2i" + h_i + h_r, digest_size=32, key=sk).digest()
-        self.k_rx = hashlib.blake2b(b"ws-i2r" + h_i + h_r, digest_size=32, key=sk).digest()
-        self.sealed = min(self.version, their_v) >= 2
-        if self.sealed:
-            self.p_tx = hashlib.blake2b(b"ws-pr2i" + h_i + h_r, digest_size=32,
-                                        key=sk).digest()
-            self.p_rx = hashlib.blake2b(b"ws-pi2r" + h_i + h_r, digest_size=32,
-                                        key=sk).digest()
+        self._session(h_i, h_r, sk, their_v, False)
         return True
 
     def close(self):
