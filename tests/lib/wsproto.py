@@ -150,22 +150,31 @@ class Conn:
         self.s.sendall(f + mac(self.k_tx, struct.pack(">Q", self.seq_tx) + f) + payload)
         self.seq_tx += 1
 
+    def _hello(self, role):
+        return frame(T["HELLO"], {"v": self.version, "n": os.urandom(32), "id": self.id,
+                                  "port": self.listen_port, "role": role, "zone": ""})
+
+    def _read_hello(self):
+        """The other side's HELLO: (its bytes, its version), or (None, 0)
+        when the frame is something else."""
+        hdr = self._read(16)
+        _, _, type_, _, blen, _ = HDR.unpack(hdr)
+        body = self._read(blen)
+        if type_ != T["HELLO"]:
+            return None, 0
+        return hdr + body, msgpack.unpackb(body, raw=False).get("v", 1)
+
     def handshake(self, role=0):
         """Runs the initiator side. Returns True when both AUTHs checked;
         False when the other side closed (as it must for a wrong key)."""
-        nonce = os.urandom(32)
-        hello = frame(T["HELLO"], {"v": self.version, "n": nonce, "id": self.id,
-                                   "port": self.listen_port, "role": role, "zone": ""})
+        hello = self._hello(role)
         self.s.sendall(hello)
         try:
-            hdr = self._read(16)
-            _, _, type_, _, blen, _ = HDR.unpack(hdr)
-            body = self._read(blen)
-            if type_ != T["HELLO"]:
+            theirs, their_v = self._read_hello()
+            if theirs is None:
                 return False
-            their_v = msgpack.unpackb(body, raw=False).get("v", 1)
             h_i = hashlib.blake2b(hello, digest_size=32).digest()
-            h_r = hashlib.blake2b(hdr + body, digest_size=32).digest()
+            h_r = hashlib.blake2b(theirs, digest_size=32).digest()
             ak, sk = kdf(self.key, 1), kdf(self.key, 2)
             self.s.sendall(frame(T["AUTH"], {"mac": mac(ak, b"ws-auth-i" + h_i + h_r)}))
             t, b, _ = self.read_frame()
@@ -190,18 +199,13 @@ class Conn:
     def respond(self, role=0):
         """Runs the responder side: the initiator's HELLO, ours, its AUTH
         checked, ours. True when it checked; False otherwise."""
-        nonce = os.urandom(32)
-        hello = frame(T["HELLO"], {"v": self.version, "n": nonce, "id": self.id,
-                                   "port": self.listen_port, "role": role, "zone": ""})
+        hello = self._hello(role)
         try:
-            hdr = self._read(16)
-            _, _, type_, _, blen, _ = HDR.unpack(hdr)
-            body = self._read(blen)
-            if type_ != T["HELLO"]:
+            theirs, their_v = self._read_hello()
+            if theirs is None:
                 return False
-            their_v = msgpack.unpackb(body, raw=False).get("v", 1)
             self.s.sendall(hello)
-            h_i = hashlib.blake2b(hdr + body, digest_size=32).digest()
+            h_i = hashlib.blake2b(theirs, digest_size=32).digest()
             h_r = hashlib.blake2b(hello, digest_size=32).digest()
             ak, sk = kdf(self.key, 1), kdf(self.key, 2)
             t, b, _ = self.read_frame()
