@@ -107,6 +107,11 @@ struct wire_conn_s {
   uint64_t file_bytes;     /* clear file-piece bytes the socket took */
   uint8_t *scr;            /* sealed file pieces: read, encrypted, sent from */
   size_t scr_len, scr_pos; /* ciphertext in scr, and how much of it went */
+  /* Send rate (wire_conn_rate.c): the moving average, the window under
+   * way (0: none) and its bytes, and the unsent limit set on the socket. */
+  uint64_t tx_rate;
+  uint64_t rate_win_ms, rate_win_bytes;
+  uint32_t unsent_limit;
 };
 
 /* wire_conn.c */
@@ -140,6 +145,12 @@ void wire_io_payload_done(wire_conn_t *c);
 /* After writes completed: on_drain when the queue fell low enough, and the
  * end of a GOODBYE. */
 void wire_io_after_writes(wire_conn_t *c);
+
+/* wire_conn_rate.c */
+/* len bytes of c were written (after st.sendq_bytes dropped by them). */
+void wire_rate_written(wire_conn_t *c, size_t len);
+/* Sets the socket's TCP_NOTSENT_LOWAT (best effort). */
+void wire_rate_set_unsent(wire_conn_t *c, uint32_t bytes);
 
 /* wire_conn_file.c */
 /* The cipher steps it owes (once): start the payload's AEAD for a frame

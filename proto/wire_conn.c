@@ -242,13 +242,10 @@ fail_free:
 /* Caps the bytes the kernel holds unsent for this socket. Without it the
  * send buffer autotunes to megabytes, and a control frame queued after a
  * payload waits behind all of them (measured: 1-1.3 MiB unsent per peer
- * connection, ~150 ms at a third of 200 Mbit/s). Best effort. */
+ * connection, ~150 ms at a third of 200 Mbit/s). The rate it drains at
+ * lowers it later (wire_conn_rate.c). Best effort. */
 static void conn_limit_unsent(wire_conn_t *c) {
-  uv_os_fd_t fd;
-  int v = WIRE_NOTSENT_LOWAT_BYTES;
-
-  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v));
+  wire_rate_set_unsent(c, WIRE_NOTSENT_LOWAT_BYTES);
 }
 
 /* The numeric address of sa into peer.addr and its port. An IPv4 client

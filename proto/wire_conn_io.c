@@ -76,6 +76,7 @@ void wire_io_item_written(wire_conn_t *c, wire_item_t *it, int status) {
   if (status == 0) {
     c->st.bytes_out += it->len;
     c->last_io_ms = uv_now(c->loop);
+    wire_rate_written(c, it->len);
   }
   if (it->raw != NULL || it->file)
     it->done(c, it->arg, status); /* may close c; c stays allocated */

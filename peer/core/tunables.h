@@ -147,7 +147,18 @@
 /* Origin fetches listed at once (HAVE "p" to a neighbour that just came):
  * all of them, --s3-concurrency at most. */
 #define PEER_ORIGIN_LIST_MAX PEER_S3_CONCURRENCY_MAX
+/* A payload piece carries about PEER_SERVE_PIECE_MS at the rate its
+ * connection drains (wire_conn_send_rate), between PEER_SERVE_PIECE_MIN
+ * and PEER_SERVE_PIECE_BYTES (the most, also until the rate is known):
+ * frames queued behind an upload's pieces wait for them, and two 256 KiB
+ * pieces on a 4 Mbit/s share held every HAVE and REQUEST on that
+ * connection for a second. 48 nodes, 16 Mbit/s: 1.303 x T_min with 32 KiB
+ * pieces and 16 KiB unsent, 1.389-1.402 before (docs/benchmarks.md,
+ * session 27). A fast connection keeps large pieces: fewer worker jobs
+ * per byte. */
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)
+#define PEER_SERVE_PIECE_MIN (32u * 1024u)
+#define PEER_SERVE_PIECE_MS 20u
 /* Pieces of one upload of a chunk we hold queued on the connection at
  * once (wire_conn_send_file: no buffers): one worker job writes what is
  * queued. As many bytes as the buffered path keeps in flight

@@ -1,6 +1,7 @@
 /* upload_chunk.c - one chunk going to one neighbour (upload_chunk.h).
  *
- * A chunk we hold goes in PEER_SERVE_PIECE_BYTES pieces with
+ * A chunk we hold goes in pieces of up to PEER_SERVE_PIECE_BYTES (sized
+ * to the connection's rate, up_piece_max) with
  * wire_conn_send_file, PEER_SERVE_FILE_PIECES queued at once, from the
  * upload's own descriptor: one worker job of the connection writes what is
  * queued (proto/wire_conn_file.c), with sendfile when the connection's
@@ -10,8 +11,8 @@
  * neither reads nor encrypts its bytes.
  *
  * A chunk still arriving ("live", below), and every chunk under the
- * --test-corrupt-serve fault hook, is read in PEER_SERVE_PIECE_BYTES
- * pieces with uv_fs_read into PEER_SERVE_BUFS buffers of its own and
+ * --test-corrupt-serve fault hook, is read in pieces of the same size
+ * with uv_fs_read into PEER_SERVE_BUFS buffers of its own and
  * handed to wire_conn_send_raw_inplace (a sealed payload is encrypted in
  * that buffer); a buffer is read again only when the socket took it, so an
  * upload never holds more than its buffers however slow the link. The
@@ -77,6 +78,10 @@ struct peer_upload_s {
   uint32_t send_pos; /* bytes handed to the socket (in order) */
   uint32_t sent;     /* bytes the socket took */
   unsigned reads, raws;
+  /* Sizes of the file pieces queued (raws of them, oldest at qhead): they
+   * complete in order. */
+  uint32_t qlen[PEER_SERVE_FILE_PIECES];
+  unsigned qhead;
   int header_sent;
   int status;
   int open_status;
@@ -85,6 +90,18 @@ struct peer_upload_s {
 };
 
 static void up_pump(peer_upload_t *up);
+
+/* The most bytes of the next piece to up's neighbour: about
+ * PEER_SERVE_PIECE_MS at the rate its connection drains (tunables.h). */
+static uint32_t up_piece_max(const peer_upload_t *up) {
+  uint64_t r = up->n != NULL ? wire_conn_send_rate(up->n->c) : 0;
+  uint64_t k = r * PEER_SERVE_PIECE_MS / 1000u;
+  if (r == 0 || k > PEER_SERVE_PIECE_BYTES)
+    return PEER_SERVE_PIECE_BYTES;
+  if (k < PEER_SERVE_PIECE_MIN)
+    return PEER_SERVE_PIECE_MIN;
+  return (uint32_t)k & ~4095u;
+}
 
 static void upload_unlink(peer_neighbor_t *n, peer_upload_t *up) {
   for (uint32_t i = 0; i < n->nups; i++) {
@@ -297,10 +314,10 @@ static void up_send_filled(peer_upload_t *up) {
 
 static void up_file_done(wire_conn_t *c, void *arg, int status) {
   peer_upload_t *up = arg;
-  uint32_t k = up->len - up->sent;
+  assert(up->raws > 0);
+  uint32_t k = up->qlen[up->qhead]; /* pieces complete in order */
   (void)c;
-  if (k > PEER_SERVE_PIECE_BYTES)
-    k = PEER_SERVE_PIECE_BYTES; /* pieces complete in order */
+  up->qhead = (up->qhead + 1u) % PEER_SERVE_FILE_PIECES;
   up->raws--;
   if (status == 0) {
     up->sent += k;
@@ -325,9 +342,9 @@ static void up_send_file(peer_upload_t *up) {
       peer_neighbor_timer_arm(up->n, ms);
       return;
     }
-    uint32_t k = up->len - up->send_pos;
-    if (k > PEER_SERVE_PIECE_BYTES)
-      k = PEER_SERVE_PIECE_BYTES;
+    uint32_t k = up->len - up->send_pos, most = up_piece_max(up);
+    if (k > most)
+      k = most;
     int rc = up->pieces ? up_send_header(up, up->send_pos, k) : 0;
     if (rc == WS_ELIMIT)
       return; /* on_drain -> peer_upload_next -> here */
@@ -338,6 +355,7 @@ static void up_send_file(peer_upload_t *up) {
       up_fail(up, rc);
       return;
     }
+    up->qlen[(up->qhead + up->raws) % PEER_SERVE_FILE_PIECES] = k;
     up->raws++;
     up->send_pos += k;
     up->read_pos = up->send_pos;
@@ -417,9 +435,9 @@ static void up_pump(peer_upload_t *up) {
       peer_neighbor_timer_arm(n, ms);
       break;
     }
-    uint32_t k = limit - up->read_pos;
-    if (k > PEER_SERVE_PIECE_BYTES)
-      k = PEER_SERVE_PIECE_BYTES;
+    uint32_t k = limit - up->read_pos, most = up_piece_max(up);
+    if (k > most)
+      k = most;
     b->up = up;
     b->len = k;
     b->pos = up->read_pos;

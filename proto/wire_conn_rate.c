@@ -1,0 +1,77 @@
+/* wire_conn_rate.c - how fast a connection's socket takes its bytes, and
+ * the unsent bytes the kernel may hold for it. Part of the ws_wire
+ * library. Loop thread only.
+ *
+ * Why: a frame queued behind payload waits for every byte before it: the
+ * pieces the caller has queued and what the kernel holds unsent
+ * (TCP_NOTSENT_LOWAT). A fixed 128 KiB of unsent bytes and two 256 KiB
+ * pieces are 4 ms on a 1 Gbit/s share and 1.3 s on a 4 Mbit/s one (a
+ * 16 Mbit/s link shared by four uploads): every HAVE and REQUEST a node
+ * sent to a neighbour it was uploading to took that long, each hop of a
+ * chunk paid it, and the nodes of a 48-node swarm fell further behind S3
+ * the longer it ran (docs/benchmarks.md, session 27). Both now follow the
+ * rate the connection drains at: the kernel holds about WIRE_UNSENT_MS of
+ * it (between WIRE_NOTSENT_MIN_BYTES and WIRE_NOTSENT_LOWAT_BYTES), and a
+ * caller may size its pieces from wire_conn_send_rate the same way. A fast
+ * connection keeps the large sizes, whose fewer writes cost less CPU per
+ * byte.
+ *
+ * The rate: bytes written over windows of at least WIRE_RATE_WINDOW_MS in
+ * which the connection always had more queued (a window in which its
+ * queue ran empty measured the sender, not the link, and is dropped), as
+ * a moving average of 1/4 per window. 0 until the first window ends.
+ */
+#include "wire_conn-int.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+uint64_t wire_conn_send_rate(const wire_conn_t *c) {
+  return c->tx_rate;
+}
+
+void wire_rate_set_unsent(wire_conn_t *c, uint32_t bytes) {
+  uv_os_fd_t fd;
+  int v = (int)bytes;
+
+  c->unsent_limit = bytes;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v));
+}
+
+/* The unsent bytes for rate r: WIRE_UNSENT_MS of it, within the bounds. */
+static uint32_t rate_unsent(uint64_t r) {
+  uint64_t b = r * WIRE_UNSENT_MS / 1000u;
+  if (b < WIRE_NOTSENT_MIN_BYTES)
+    b = WIRE_NOTSENT_MIN_BYTES;
+  if (b > WIRE_NOTSENT_LOWAT_BYTES)
+    b = WIRE_NOTSENT_LOWAT_BYTES;
+  return (uint32_t)b;
+}
+
+void wire_rate_written(wire_conn_t *c, size_t len) {
+  uint64_t now = uv_now(c->loop);
+
+  if (c->st.sendq_bytes == 0) {
+    c->rate_win_ms = 0; /* ran empty: the window measured us */
+    return;
+  }
+  if (c->rate_win_ms == 0) {
+    c->rate_win_ms = now; /* backlogged from here on */
+    c->rate_win_bytes = 0;
+    return;
+  }
+  c->rate_win_bytes += len;
+  if (now - c->rate_win_ms < WIRE_RATE_WINDOW_MS)
+    return;
+  uint64_t sample = c->rate_win_bytes * 1000u / (now - c->rate_win_ms);
+  c->tx_rate = c->tx_rate == 0 ? sample : (3u * c->tx_rate + sample) / 4u;
+  c->rate_win_ms = now;
+  c->rate_win_bytes = 0;
+  /* Only a change of a quarter or more is worth the system call. */
+  uint32_t want = rate_unsent(c->tx_rate);
+  if ((uint64_t)want * 4u < (uint64_t)c->unsent_limit * 3u ||
+      (uint64_t)want * 3u > (uint64_t)c->unsent_limit * 4u)
+    wire_rate_set_unsent(c, want);
+}
