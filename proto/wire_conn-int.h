@@ -107,10 +107,11 @@ struct wire_conn_s {
   uint64_t file_bytes;     /* clear file-piece bytes the socket took */
   uint8_t *scr;            /* sealed file pieces: read, encrypted, sent from */
   size_t scr_len, scr_pos; /* ciphertext in scr, and how much of it went */
-  /* Send rate (wire_conn_rate.c): the moving average, the window under
-   * way (0: none) and its bytes, and the unsent limit set on the socket. */
+  /* Send rate (wire_conn_rate.c): the moving average; the last write's
+   * completion while more was queued (uv_hrtime, 0: none); busy time and
+   * bytes towards the next sample; the unsent limit set on the socket. */
   uint64_t tx_rate;
-  uint64_t rate_win_ms, rate_win_bytes;
+  uint64_t rate_last_ns, rate_acc_ns, rate_acc_bytes;
   uint32_t unsent_limit;
 };
 

@@ -245,7 +245,7 @@ fail_free:
  * connection, ~150 ms at a third of 200 Mbit/s). The rate it drains at
  * lowers it later (wire_conn_rate.c). Best effort. */
 static void conn_limit_unsent(wire_conn_t *c) {
-  wire_rate_set_unsent(c, WIRE_NOTSENT_LOWAT_BYTES);
+  wire_rate_set_unsent(c, WIRE_NOTSENT_MIN_BYTES);
 }
 
 /* The numeric address of sa into peer.addr and its port. An IPv4 client
@@ -474,6 +474,7 @@ bool wire_conn_initiator(const wire_conn_t *c) {
 
 void wire_conn_stats(const wire_conn_t *c, wire_conn_stats_t *out) {
   *out = c->st;
+  out->unsent_limit = c->unsent_limit;
 }
 
 uint64_t wire_conn_id(const wire_conn_t *c) {

@@ -54,6 +54,7 @@
 #define WIRE_NOTSENT_MIN_BYTES (16u * 1024u)
 #define WIRE_UNSENT_MS 20u
 #define WIRE_RATE_WINDOW_MS 100u
+#define WIRE_RATE_SAMPLE_BYTES (4u * 1024u * 1024u)
 
 typedef struct wire_conn_s wire_conn_t;
 
@@ -94,12 +95,13 @@ typedef struct {
 } wire_peer_t;
 
 typedef struct {
-  uint64_t bytes_in;   /* read from the socket */
-  uint64_t bytes_out;  /* written to the socket (write completed) */
-  uint64_t frames_in;  /* complete frames received, handshake included */
-  uint64_t frames_out; /* frames queued, handshake included */
-  size_t sendq_bytes;  /* queued (held back or in uv_write), not written */
-  uint64_t send_waits; /* the file queue found the socket full and waited */
+  uint64_t bytes_in;     /* read from the socket */
+  uint64_t bytes_out;    /* written to the socket (write completed) */
+  uint64_t frames_in;    /* complete frames received, handshake included */
+  uint64_t frames_out;   /* frames queued, handshake included */
+  size_t sendq_bytes;    /* queued (held back or in uv_write), not written */
+  uint64_t send_waits;   /* the file queue found the socket full and waited */
+  uint32_t unsent_limit; /* TCP_NOTSENT_LOWAT now (wire_conn_rate.c) */
 } wire_conn_stats_t;
 
 /* Handshake done (both AUTHs checked); peer borrowed for the call (also

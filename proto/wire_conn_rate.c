@@ -16,10 +16,15 @@
  * connection keeps the large sizes, whose fewer writes cost less CPU per
  * byte.
  *
- * The rate: bytes written over windows of at least WIRE_RATE_WINDOW_MS in
- * which the connection always had more queued (a window in which its
- * queue ran empty measured the sender, not the link, and is dropped), as
- * a moving average of 1/4 per window. 0 until the first window ends.
+ * The rate: the bytes written while the connection had more queued, over
+ * the time it had (from one write's completion to the next, when the
+ * queue was not empty after the first: time with nothing queued measures
+ * the sender, not the link), in samples of at least WIRE_RATE_WINDOW_MS of
+ * such time or of WIRE_RATE_SAMPLE_BYTES (a fast connection gets its rate
+ * within milliseconds, a slow one after 100 ms of busy time), as a moving
+ * average of 1/4 per sample. A connection whose queue runs empty between
+ * chunks adds up its busy time until it makes a sample. 0 until the first
+ * sample; the kernel holds WIRE_NOTSENT_MIN_BYTES until then.
  */
 #include "wire_conn-int.h"
 
@@ -51,24 +56,22 @@ static uint32_t rate_unsent(uint64_t r) {
 }
 
 void wire_rate_written(wire_conn_t *c, size_t len) {
-  uint64_t now = uv_now(c->loop);
+  uint64_t now = uv_hrtime();
 
-  if (c->st.sendq_bytes == 0) {
-    c->rate_win_ms = 0; /* ran empty: the window measured us */
-    return;
+  if (c->rate_last_ns != 0) { /* more was queued since the last write */
+    c->rate_acc_ns += now - c->rate_last_ns;
+    c->rate_acc_bytes += len;
   }
-  if (c->rate_win_ms == 0) {
-    c->rate_win_ms = now; /* backlogged from here on */
-    c->rate_win_bytes = 0;
+  c->rate_last_ns = c->st.sendq_bytes > 0 ? now : 0;
+  if (c->rate_acc_ns < (uint64_t)WIRE_RATE_WINDOW_MS * 1000000u &&
+      c->rate_acc_bytes < WIRE_RATE_SAMPLE_BYTES)
     return;
-  }
-  c->rate_win_bytes += len;
-  if (now - c->rate_win_ms < WIRE_RATE_WINDOW_MS)
-    return;
-  uint64_t sample = c->rate_win_bytes * 1000u / (now - c->rate_win_ms);
+  if (c->rate_acc_ns == 0)
+    c->rate_acc_ns = 1;
+  uint64_t sample =
+      (uint64_t)((double)c->rate_acc_bytes * 1e9 / (double)c->rate_acc_ns);
   c->tx_rate = c->tx_rate == 0 ? sample : (3u * c->tx_rate + sample) / 4u;
-  c->rate_win_ms = now;
-  c->rate_win_bytes = 0;
+  c->rate_acc_ns = c->rate_acc_bytes = 0;
   /* Only a change of a quarter or more is worth the system call. */
   uint32_t want = rate_unsent(c->tx_rate);
   if ((uint64_t)want * 4u < (uint64_t)c->unsent_limit * 3u ||

@@ -149,11 +149,10 @@
 #define PEER_ORIGIN_LIST_MAX PEER_S3_CONCURRENCY_MAX
 /* A payload piece carries about PEER_SERVE_PIECE_MS at the rate its
  * connection drains (wire_conn_send_rate), between PEER_SERVE_PIECE_MIN
- * and PEER_SERVE_PIECE_BYTES (the most, also until the rate is known):
+ * (also until the rate is known) and PEER_SERVE_PIECE_BYTES:
  * frames queued behind an upload's pieces wait for them, and two 256 KiB
  * pieces on a 4 Mbit/s share held every HAVE and REQUEST on that
- * connection for a second. 48 nodes, 16 Mbit/s: 1.303 x T_min with 32 KiB
- * pieces and 16 KiB unsent, 1.389-1.402 before (docs/benchmarks.md,
+ * connection for a second (48 nodes, 16 Mbit/s; docs/benchmarks.md,
  * session 27). A fast connection keeps large pieces: fewer worker jobs
  * per byte. */
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)

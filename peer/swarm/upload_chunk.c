@@ -92,11 +92,12 @@ struct peer_upload_s {
 static void up_pump(peer_upload_t *up);
 
 /* The most bytes of the next piece to up's neighbour: about
- * PEER_SERVE_PIECE_MS at the rate its connection drains (tunables.h). */
+ * PEER_SERVE_PIECE_MS at the rate its connection drains, the least while
+ * that is not known yet (tunables.h). */
 static uint32_t up_piece_max(const peer_upload_t *up) {
   uint64_t r = up->n != NULL ? wire_conn_send_rate(up->n->c) : 0;
   uint64_t k = r * PEER_SERVE_PIECE_MS / 1000u;
-  if (r == 0 || k > PEER_SERVE_PIECE_BYTES)
+  if (k > PEER_SERVE_PIECE_BYTES)
     return PEER_SERVE_PIECE_BYTES;
   if (k < PEER_SERVE_PIECE_MIN)
     return PEER_SERVE_PIECE_MIN;

@@ -28,6 +28,7 @@
 
 #include "sim.h"
 #include "swarm/pick_rank.h"
+#include "wire_conn.h"
 
 /* ---- the picker ------------------------------------------------------ */
 
@@ -335,19 +336,34 @@ void sim_upload_header(sim_t *s, uint32_t flow) {
   sim_ev_push4(s, at, EV_HEADER, f->conn, f->chunk, flow, f->serial);
 }
 
+/* About ms at rate r (bytes/s), within [lo, hi]; hi while r is unknown
+ * (upload_chunk.c up_piece_max, wire_conn_rate.c rate_unsent). */
+static double rate_bytes(double r, double ms, double lo, double hi) {
+  double b = r * ms / 1000.0;
+  return r <= 0 || b > hi ? hi : b < lo ? lo : b;
+}
+
 double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
   double bytes = 0, rate = 0;
+  for (uint32_t i = 0; i < c->nups; i++)
+    rate += s->flows[c->ups[i]].rate;
+  /* Pieces follow the connection's rate (PEER_SERVE_PIECE_MS). */
+  double piece = rate_bytes(rate, PEER_SERVE_PIECE_MS, PEER_SERVE_PIECE_MIN,
+                            PEER_SERVE_PIECE_BYTES);
   for (uint32_t i = 0; i < c->nups; i++) {
     const sim_flow_t *f = &s->flows[c->ups[i]];
     if (f->unheaded)
       continue; /* nothing of it read yet */
-    /* An upload hands at most its PEER_SERVE_BUFS buffers to the socket
+    /* An upload hands at most PEER_SERVE_BUFS pieces to the socket
      * (upload_chunk.c): what it has read and not sent. */
     double q = sim_flow_may_send(s, f);
-    double bufs = (double)PEER_SERVE_BUFS * PEER_SERVE_PIECE_BYTES;
+    double bufs = (double)PEER_SERVE_BUFS * piece;
     bytes += q < bufs ? q : bufs;
-    rate += f->rate;
   }
+  /* And the kernel's unsent bytes before them (TCP_NOTSENT_LOWAT). */
+  if (bytes > 0)
+    bytes += rate_bytes(rate, WIRE_UNSENT_MS, WIRE_NOTSENT_MIN_BYTES,
+                        WIRE_NOTSENT_LOWAT_BYTES);
   return bytes > 0 && rate > 0 ? bytes / rate : 0;
 }
 

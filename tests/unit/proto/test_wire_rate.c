@@ -1,0 +1,269 @@
+/* test_wire_rate.c - the send rate a wire_conn measures and the unsent
+ * bytes it lets the kernel hold (wire_conn_rate.c), between two real
+ * wire_conns on one loop. The server sends payloads from a file in 64 KiB
+ * pieces, each payload's pieces queued at once; the client reads them
+ * either as fast as they come (8 payloads), or one read of a small
+ * receive buffer every 20 ms (about 1-2 MB/s, one payload). When the last
+ * piece went, the server's rate must be what the client allowed and the
+ * socket's TCP_NOTSENT_LOWAT about 20 ms of it: for the slow client well
+ * under the 128 KiB a fast connection keeps, so that a frame queued behind
+ * a payload waits for little of it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "wire_conn-int.h"
+#include "wire_fixture.h"
+
+#define FILE_BYTES (8u * 1024u * 1024u)
+#define PIECE (64u * 1024u)
+/* The slow client takes 2 MiB of the file (~1.5 s); the fast one all of
+ * it 8 times, one payload each (64 MiB), so that its bytes make
+ * samples (WIRE_RATE_SAMPLE_BYTES each). */
+#define ROUNDS_FAST 8u
+#define TICK_MS 20u
+#define TICK_BYTES 1u /* pause after the first piece a tick */
+#define SLOW_RCVBUF (16 * 1024)
+#define SLOW_BYTES (2u * 1024u * 1024u)
+
+typedef struct {
+  wf_loop_t w;
+  bool slow;
+  int fd;
+  uint64_t total; /* payload bytes */
+  uint32_t plen;  /* bytes of each payload */
+  unsigned npieces, rounds, payloads;
+  wire_conn_t *srv, *cli;
+  unsigned done_ok;
+  bool sampled;
+  uint64_t rate;          /* server's wire_conn_send_rate at the end */
+  uint32_t limit;         /* its stats' unsent_limit then */
+  int lowat;              /* the socket's TCP_NOTSENT_LOWAT then */
+  uint64_t got, tick_got; /* client */
+  bool cli_closed;
+  int cli_status;
+  uv_timer_t tick;
+} fx_t;
+
+static void piece_done(wire_conn_t *c, void *arg, int status) {
+  fx_t *fx = arg;
+  uv_os_fd_t fd;
+  socklen_t len = sizeof(fx->lowat);
+  wire_conn_stats_t st;
+
+  if (status != 0)
+    return;
+  fx->done_ok++;
+  if (!fx->sampled && fx->done_ok == fx->npieces) {
+    fx->sampled = true;
+    fx->rate = wire_conn_send_rate(c);
+    wire_conn_stats(c, &st);
+    fx->limit = st.unsent_limit;
+    assert_int_equal(uv_fileno((uv_handle_t *)&c->tcp, &fd), 0);
+    assert_int_equal(
+        getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &fx->lowat, &len), 0);
+  }
+  if (fx->done_ok == fx->npieces)
+    wire_conn_goodbye(c, WS_BYE_SHUTDOWN);
+}
+
+/* One payload: the file, in PIECE pieces, all queued at once. */
+static void send_payload(fx_t *fx, wire_conn_t *c) {
+  ws_msg_t m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = WS_MSG_CHUNK;
+  memset(m.u.chunk.digest, 0x22, 32);
+  m.u.chunk.chunk = fx->payloads++;
+  m.u.chunk.len = fx->plen;
+  assert_int_equal(wire_conn_send(c, &m), 0);
+  for (uint32_t off = 0; off < fx->plen; off += PIECE)
+    assert_int_equal(wire_conn_send_file(c, fx->fd, off, PIECE, piece_done, fx),
+                     0);
+}
+
+static void srv_ready(wire_conn_t *c, const wire_peer_t *p) {
+  fx_t *fx = wire_conn_user(c);
+
+  (void)p;
+  assert_int_equal(wire_conn_send_rate(c), 0); /* nothing measured yet */
+  send_payload(fx, c);
+}
+
+/* The next payload's header waits for the queue to drain (a frame is
+ * refused past sendq_max_bytes; pieces never are). */
+static void srv_drain(wire_conn_t *c) {
+  fx_t *fx = wire_conn_user(c);
+
+  if (fx->payloads < fx->rounds && wire_conn_payload_left(c) == 0)
+    send_payload(fx, c);
+}
+
+static void srv_frame(wire_conn_t *c, const ws_msg_t *m) {
+  (void)c;
+  (void)m;
+}
+
+static void srv_close(wire_conn_t *c, int status) {
+  fx_t *fx = wire_conn_user(c);
+
+  (void)status;
+  wf_listen_close(&fx->w);
+}
+
+static const wire_conn_cbs_t srv_cbs = {
+    .on_ready = srv_ready,
+    .on_frame = srv_frame,
+    .on_drain = srv_drain,
+    .on_close = srv_close,
+};
+
+/* The slow client reads TICK_BYTES a tick, then pauses until the next. */
+static void cli_tick(uv_timer_t *t) {
+  fx_t *fx = t->data;
+
+  fx->tick_got = 0;
+  wire_conn_read_resume(fx->cli);
+}
+
+static void cli_frame(wire_conn_t *c, const ws_msg_t *m) {
+  if (m->type == WS_MSG_GOODBYE)
+    wire_conn_close(c, 0);
+}
+
+static void cli_payload(wire_conn_t *c, const uint8_t *data, size_t len,
+                        uint64_t off, bool last) {
+  fx_t *fx = wire_conn_user(c);
+
+  (void)data;
+  (void)off;
+  (void)last;
+  fx->got += len;
+  fx->tick_got += len;
+  if (fx->slow && fx->tick_got >= TICK_BYTES)
+    wire_conn_read_pause(c);
+}
+
+static void cli_close(wire_conn_t *c, int status) {
+  fx_t *fx = wire_conn_user(c);
+
+  fx->cli_status = status;
+  fx->cli_closed = true;
+  uv_close((uv_handle_t *)&fx->tick, NULL);
+}
+
+/* The slow client's socket takes little at a time (its receive buffer
+ * small), so that each tick reads little. */
+static void cli_ready(wire_conn_t *c, const wire_peer_t *p) {
+  fx_t *fx = wire_conn_user(c);
+  uv_os_fd_t fd;
+  int v = SLOW_RCVBUF;
+
+  (void)p;
+  if (!fx->slow)
+    return;
+  assert_int_equal(uv_fileno((uv_handle_t *)&c->tcp, &fd), 0);
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), 0);
+}
+
+static const wire_conn_cbs_t cli_cbs = {
+    .on_ready = cli_ready,
+    .on_frame = cli_frame,
+    .on_payload = cli_payload,
+    .on_close = cli_close,
+};
+
+static void on_conn(wf_loop_t *w, uv_stream_t *server) {
+  fx_t *fx = w->arg;
+  wire_conn_cfg_t cfg;
+
+  wf_cfg(&cfg, "srv", "", 7);
+  cfg.hello_version = 1; /* clear: sendfile */
+  assert_int_equal(wire_conn_accept(server, &cfg, &srv_cbs, fx, &fx->srv), 0);
+}
+
+static void fx_run(fx_t *fx, bool slow) {
+  char path[] = "/tmp/ws-test-wire-rate-XXXXXX";
+  wire_conn_cfg_t cfg;
+  uint8_t *data = calloc(1, FILE_BYTES);
+
+  memset(fx, 0, sizeof(*fx));
+  fx->slow = slow;
+  fx->rounds = slow ? 1u : ROUNDS_FAST;
+  fx->plen = slow ? SLOW_BYTES : FILE_BYTES;
+  fx->total = (uint64_t)fx->plen * fx->rounds;
+  fx->npieces = (unsigned)(fx->total / PIECE);
+  assert_non_null(data);
+  fx->fd = mkstemp(path);
+  assert_true(fx->fd >= 0);
+  unlink(path);
+  assert_int_equal(write(fx->fd, data, FILE_BYTES), (ssize_t)FILE_BYTES);
+  free(data);
+  wf_init(&fx->w, on_conn, fx);
+  assert_int_equal(uv_timer_init(&fx->w.loop, &fx->tick), 0);
+  fx->tick.data = fx;
+  if (slow)
+    uv_timer_start(&fx->tick, cli_tick, TICK_MS, TICK_MS);
+  wf_cfg(&cfg, "cli", "", 7);
+  assert_int_equal(wire_conn_connect(&fx->w.loop, "127.0.0.1", fx->w.port, &cfg,
+                                     &cli_cbs, fx, &fx->cli),
+                   0);
+  wf_run(&fx->w, 30000);
+  wf_finish(&fx->w);
+  close(fx->fd);
+  assert_true(fx->cli_closed);
+  assert_int_equal(fx->cli_status, 0);
+  assert_int_equal(fx->got, fx->total);
+  assert_true(fx->sampled);
+  print_message("rate %llu B/s, unsent limit %u, socket %d\n",
+                (unsigned long long)fx->rate, fx->limit, fx->lowat);
+}
+
+/* One read of a 16 KiB receive buffer (the kernel doubles it) per 20 ms
+ * is at most ~1.6 MB/s; timers on a busy machine run late, so the bounds
+ * are wide. The kernel then holds about 20 ms of it unsent (at most
+ * ~32 KiB), well under the 128 KiB of a fast connection. */
+static void test_slow_reader_lowers_unsent(void **state) {
+  fx_t *fx = *state;
+
+  fx_run(fx, true);
+  assert_true(fx->rate > 100u * 1000u);
+  assert_true(fx->rate < 3u * 1000u * 1000u);
+  assert_true(fx->limit >= WIRE_NOTSENT_MIN_BYTES);
+  assert_true(fx->limit <= 64u * 1024u);
+  assert_int_equal(fx->lowat, (int)fx->limit); /* the socket has it */
+}
+
+/* Read as fast as it comes (loopback): hundreds of MB/s, the most. */
+static void test_fast_reader_keeps_the_most(void **state) {
+  fx_t *fx = *state;
+
+  fx_run(fx, false);
+  assert_true(fx->rate > 20u * 1000u * 1000u);
+  assert_int_equal(fx->limit, WIRE_NOTSENT_LOWAT_BYTES);
+  assert_int_equal(fx->lowat, (int)WIRE_NOTSENT_LOWAT_BYTES);
+}
+
+int main(void) {
+  static fx_t fx;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_prestate(test_slow_reader_lowers_unsent, &fx),
+      cmocka_unit_test_prestate(test_fast_reader_keeps_the_most, &fx),
+  };
+
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
