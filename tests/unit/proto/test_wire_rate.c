@@ -188,11 +188,8 @@ static const wire_conn_cbs_t cli_cbs = {
 
 static void on_conn(wf_loop_t *w, uv_stream_t *server) {
   fx_t *fx = w->arg;
-  wire_conn_cfg_t cfg;
 
-  wf_cfg(&cfg, "srv", "", 7);
-  cfg.hello_version = 1; /* clear: sendfile */
-  assert_int_equal(wire_conn_accept(server, &cfg, &srv_cbs, fx, &fx->srv), 0);
+  wf_accept(server, true, &srv_cbs, fx, &fx->srv); /* clear: sendfile */
 }
 
 static void fx_run(fx_t *fx, bool slow) {

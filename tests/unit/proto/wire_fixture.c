@@ -92,6 +92,16 @@ void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
   memset(cfg->key, keyfill, sizeof(cfg->key));
 }
 
+void wf_accept(uv_stream_t *server, bool clear, const wire_conn_cbs_t *cbs,
+               void *user, wire_conn_t **out) {
+  wire_conn_cfg_t cfg;
+
+  wf_cfg(&cfg, "srv", "", 7);
+  if (clear)
+    cfg.hello_version = 1;
+  assert_int_equal(wire_conn_accept(server, &cfg, cbs, user, out), 0);
+}
+
 int wf_raw_connect(uint16_t port) {
   struct sockaddr_in a;
   int fd = socket(AF_INET, SOCK_STREAM, 0);

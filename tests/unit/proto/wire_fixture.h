@@ -44,6 +44,10 @@ void wf_finish(wf_loop_t *w);
 /* A config with node id, zone and a key of 32 bytes of keyfill. */
 void wf_cfg(wire_conn_cfg_t *cfg, const char *node, const char *zone,
             uint8_t keyfill);
+/* Accepts the listener's connection as node "srv" (key fill 7), offering
+ * protocol version 1 (payloads in clear) when clear; asserts it worked. */
+void wf_accept(uv_stream_t *server, bool clear, const wire_conn_cbs_t *cbs,
+               void *user, wire_conn_t **out);
 
 /* A raw peer's blocking-socket helpers (its own thread, proto/ directly):
  * connects to 127.0.0.1:port (an fd, or -1); sends all of b (0 or -1);
