@@ -49,7 +49,7 @@
 #define WIRE_READ_BUF_BYTES (256u * 1024u)  /* held while input waits */
 /* Unsent bytes the kernel may hold per socket (TCP_NOTSENT_LOWAT): about
  * WIRE_UNSENT_MS at the rate the connection drains, within these bounds
- * (wire_conn_rate.c); the most until the rate is measured. */
+ * (wire_conn_rate.c); the least until the rate is measured. */
 #define WIRE_NOTSENT_LOWAT_BYTES (128u * 1024u)
 #define WIRE_NOTSENT_MIN_BYTES (16u * 1024u)
 #define WIRE_UNSENT_MS 20u
@@ -204,10 +204,10 @@ uint64_t wire_conn_payload_left(const wire_conn_t *c);
  * sendfile. */
 bool wire_conn_payload_clear(const wire_conn_t *c);
 /* Clear payload bytes the socket took with sendfile (file pieces). */
+uint64_t wire_conn_file_bytes(const wire_conn_t *c);
 /* The rate (bytes/s) c's socket has taken its bytes at while more were
  * queued: a moving average, 0 until measured (wire_conn_rate.c). */
 uint64_t wire_conn_send_rate(const wire_conn_t *c);
-uint64_t wire_conn_file_bytes(const wire_conn_t *c);
 
 /* Read back-pressure: stop/restart delivering frames and payload. Pausing
  * inside on_frame/on_payload takes effect after that call returns; input

@@ -336,11 +336,12 @@ void sim_upload_header(sim_t *s, uint32_t flow) {
   sim_ev_push4(s, at, EV_HEADER, f->conn, f->chunk, flow, f->serial);
 }
 
-/* About ms at rate r (bytes/s), within [lo, hi]; hi while r is unknown
- * (upload_chunk.c up_piece_max, wire_conn_rate.c rate_unsent). */
+/* About ms at rate r (bytes/s), within [lo, hi] (upload_chunk.c
+ * up_piece_max, wire_conn_rate.c rate_unsent). The model takes the
+ * connection's flows' rates for the rate p2pd measures. */
 static double rate_bytes(double r, double ms, double lo, double hi) {
   double b = r * ms / 1000.0;
-  return r <= 0 || b > hi ? hi : b < lo ? lo : b;
+  return b > hi ? hi : b < lo ? lo : b;
 }
 
 double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
