@@ -208,6 +208,14 @@ uint64_t wire_conn_file_bytes(const wire_conn_t *c);
 /* The rate (bytes/s) c's socket has taken its bytes at while more were
  * queued: a moving average, 0 until measured (wire_conn_rate.c). */
 uint64_t wire_conn_send_rate(const wire_conn_t *c);
+/* About ms of rate r (bytes/s), within [lo, hi]: what the kernel may hold
+ * unsent (wire_conn_rate.c) and how large a caller's pieces are
+ * (peer/swarm/upload_chunk.c) for a connection that drains at r. */
+static inline uint64_t wire_rate_bytes(uint64_t r, uint32_t ms, uint64_t lo,
+                                       uint64_t hi) {
+  uint64_t b = r * ms / 1000u;
+  return b < lo ? lo : b > hi ? hi : b;
+}
 
 /* Read back-pressure: stop/restart delivering frames and payload. Pausing
  * inside on_frame/on_payload takes effect after that call returns; input

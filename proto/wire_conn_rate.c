@@ -45,16 +45,6 @@ void wire_rate_set_unsent(wire_conn_t *c, uint32_t bytes) {
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v));
 }
 
-/* The unsent bytes for rate r: WIRE_UNSENT_MS of it, within the bounds. */
-static uint32_t rate_unsent(uint64_t r) {
-  uint64_t b = r * WIRE_UNSENT_MS / 1000u;
-  if (b < WIRE_NOTSENT_MIN_BYTES)
-    b = WIRE_NOTSENT_MIN_BYTES;
-  if (b > WIRE_NOTSENT_LOWAT_BYTES)
-    b = WIRE_NOTSENT_LOWAT_BYTES;
-  return (uint32_t)b;
-}
-
 void wire_rate_written(wire_conn_t *c, size_t len) {
   uint64_t now = uv_hrtime();
 
@@ -73,7 +63,9 @@ void wire_rate_written(wire_conn_t *c, size_t len) {
   c->tx_rate = c->tx_rate == 0 ? sample : (3u * c->tx_rate + sample) / 4u;
   c->rate_acc_ns = c->rate_acc_bytes = 0;
   /* Only a change of a quarter or more is worth the system call. */
-  uint32_t want = rate_unsent(c->tx_rate);
+  uint32_t want = (uint32_t)wire_rate_bytes(c->tx_rate, WIRE_UNSENT_MS,
+                                            WIRE_NOTSENT_MIN_BYTES,
+                                            WIRE_NOTSENT_LOWAT_BYTES);
   if ((uint64_t)want * 4u < (uint64_t)c->unsent_limit * 3u ||
       (uint64_t)want * 3u > (uint64_t)c->unsent_limit * 4u)
     wire_rate_set_unsent(c, want);

@@ -96,12 +96,9 @@ static void up_pump(peer_upload_t *up);
  * that is not known yet (tunables.h). */
 static uint32_t up_piece_max(const peer_upload_t *up) {
   uint64_t r = up->n != NULL ? wire_conn_send_rate(up->n->c) : 0;
-  uint64_t k = r * PEER_SERVE_PIECE_MS / 1000u;
-  if (k > PEER_SERVE_PIECE_BYTES)
-    return PEER_SERVE_PIECE_BYTES;
-  if (k < PEER_SERVE_PIECE_MIN)
-    return PEER_SERVE_PIECE_MIN;
-  return (uint32_t)k & ~4095u;
+  return (uint32_t)wire_rate_bytes(r, PEER_SERVE_PIECE_MS, PEER_SERVE_PIECE_MIN,
+                                   PEER_SERVE_PIECE_BYTES) &
+         ~4095u; /* whole pages (the bounds are) */
 }
 
 static void upload_unlink(peer_neighbor_t *n, peer_upload_t *up) {

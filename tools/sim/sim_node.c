@@ -336,21 +336,15 @@ void sim_upload_header(sim_t *s, uint32_t flow) {
   sim_ev_push4(s, at, EV_HEADER, f->conn, f->chunk, flow, f->serial);
 }
 
-/* About ms at rate r (bytes/s), within [lo, hi] (upload_chunk.c
- * up_piece_max, wire_conn_rate.c rate_unsent). The model takes the
- * connection's flows' rates for the rate p2pd measures. */
-static double rate_bytes(double r, double ms, double lo, double hi) {
-  double b = r * ms / 1000.0;
-  return b > hi ? hi : b < lo ? lo : b;
-}
-
 double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
   double bytes = 0, rate = 0;
   for (uint32_t i = 0; i < c->nups; i++)
     rate += s->flows[c->ups[i]].rate;
-  /* Pieces follow the connection's rate (PEER_SERVE_PIECE_MS). */
-  double piece = rate_bytes(rate, PEER_SERVE_PIECE_MS, PEER_SERVE_PIECE_MIN,
-                            PEER_SERVE_PIECE_BYTES);
+  /* Pieces follow the connection's rate (PEER_SERVE_PIECE_MS): the
+   * model takes its flows' rates for the rate p2pd measures. */
+  double piece =
+      (double)wire_rate_bytes((uint64_t)rate, PEER_SERVE_PIECE_MS,
+                              PEER_SERVE_PIECE_MIN, PEER_SERVE_PIECE_BYTES);
   for (uint32_t i = 0; i < c->nups; i++) {
     const sim_flow_t *f = &s->flows[c->ups[i]];
     if (f->unheaded)
@@ -363,8 +357,9 @@ double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
   }
   /* And the kernel's unsent bytes before them (TCP_NOTSENT_LOWAT). */
   if (bytes > 0)
-    bytes += rate_bytes(rate, WIRE_UNSENT_MS, WIRE_NOTSENT_MIN_BYTES,
-                        WIRE_NOTSENT_LOWAT_BYTES);
+    bytes += (double)wire_rate_bytes((uint64_t)rate, WIRE_UNSENT_MS,
+                                     WIRE_NOTSENT_MIN_BYTES,
+                                     WIRE_NOTSENT_LOWAT_BYTES);
   return bytes > 0 && rate > 0 ? bytes / rate : 0;
 }
 
