@@ -32,7 +32,7 @@
 #define RANK_USEFUL 1u
 
 typedef struct {
-  const trk_member_t *m;
+  uint32_t idx; /* in members[] and mview[] */
   uint32_t rank;
   uint32_t named;
   uint32_t tie;
@@ -44,15 +44,12 @@ uint64_t trk_select_rand(uint64_t *state) {
 
 /* Claims that do not count now (trk_swarm_weigh) make nobody useful: such
  * a member is still listed, after the useful ones, so that an honest
- * holder nobody fetched from yet can be reached and confirmed. */
+ * holder nobody fetched from yet can be reached and confirmed. Called only
+ * for a candidate whose view says it holds something that counts. */
 static int useful(const trk_swarm_t *s, const trk_member_t *c,
                   const trk_member_t *asker) {
   if (asker == NULL)
-    return c->have_count > 0 && c->counted;
-  if (asker->have_count == s->total)
-    return 0;
-  if (c->have_count == 0 || !c->counted)
-    return 0;
+    return 1;
   for (uint32_t w = 0; w < s->nwords; w++)
     if (c->have[w] & ~asker->have[w])
       return 1;
@@ -114,6 +111,8 @@ uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,
       s->nmembers < TRK_SELECT_SCAN_MAX ? s->nmembers : TRK_SELECT_SCAN_MAX;
   uint32_t start = (uint32_t)(trk_select_rand(rng) % s->nmembers);
   const char *zone = who->zone;
+  /* An asker holding every chunk finds nobody useful. */
+  int asker_full = asker != NULL && asker->have_count == s->total;
   for (uint32_t k = 0, i = start; k < scan;
        k++, i = i + 1u == s->nmembers ? 0 : i + 1u) {
     const trk_mview_t *v = &s->mview[i];
@@ -122,17 +121,18 @@ uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,
       continue;
     /* Zones compare by keyed hash (trk_peer.h): no read of the peer. */
     int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
-    cand_t x = {.rank = zone_maybe ? RANK_ZONE | RANK_USEFUL : RANK_USEFUL,
+    uint32_t zrank = zone_maybe ? RANK_ZONE : 0u;
+    int maybe_useful = v->holds && !asker_full;
+    cand_t x = {.rank = maybe_useful ? zrank | RANK_USEFUL : zrank,
                 .named = v->named};
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
     /* Full: c enters only if it ranks before the last one kept; x is the
      * best it could rank, checked before reading the member itself. */
     if (n == max && !cand_before(&x, &heap[0]))
       continue;
-    x.m = s->members[i];
-    x.rank = zone_maybe ? RANK_ZONE : 0;
-    if (useful(s, x.m, asker))
-      x.rank |= RANK_USEFUL;
+    x.idx = i;
+    if (maybe_useful && !useful(s, s->members[i], asker))
+      x.rank = zrank;
     if (n < max) {
       heap[n] = x;
       heap_up(heap, n++);
@@ -149,8 +149,9 @@ uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,
     heap_down(heap, left - 1u, 0);
   }
   for (uint32_t i = 0; i < n; i++) {
-    out[i] = heap[i].m->peer;
-    s->mview[heap[i].m->idx].named++;
+    trk_mview_t *v = &s->mview[heap[i].idx];
+    out[i] = v->peer;
+    v->named++;
   }
   return n;
 }

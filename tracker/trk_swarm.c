@@ -136,12 +136,18 @@ size_t trk_swarm_fixed_bytes(void) {
          8u * (sizeof(trk_member_t *) + sizeof(trk_mview_t));
 }
 
+/* Keeps mview's holds in step with m's have_count and counted. */
+static void mview_holds(trk_swarm_t *s, const trk_member_t *m) {
+  s->mview[m->idx].holds = m->have_count > 0 && m->counted;
+}
+
 /* Adds (add != 0) or removes m's contribution to the complete and
  * downloader counters; bracket every role or have_count change. */
 static void member_account(trk_swarm_t *s, const trk_member_t *m, int add) {
   uint32_t complete = m->have_count == s->total;
   uint32_t down = (uint32_t)trk_member_is_downloader(s, m);
   if (add) {
+    mview_holds(s, m);
     s->complete += complete;
     s->downloaders += down;
   } else {
@@ -281,6 +287,7 @@ static void member_count(trk_swarm_t *s, trk_member_t *m) {
     return;
   m->counted = true;
   s->uncounted--;
+  mview_holds(s, m);
   for (uint32_t w = 0; w < s->nwords; w++) {
     uint64_t bits = m->have[w];
     while (bits != 0) {
@@ -298,6 +305,7 @@ static void member_uncount(trk_swarm_t *s, trk_member_t *m) {
     return;
   m->counted = false;
   s->uncounted++;
+  mview_holds(s, m);
   s->n_distrusted++;
   uint32_t need = s->need_count;
   for (uint32_t w = 0; w < s->nwords; w++) {
