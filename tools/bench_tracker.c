@@ -60,6 +60,7 @@ typedef struct {
   bool accepted; /* the tracker answered an announce */
   uint32_t backoff_ms;
   uint32_t interval_ms;
+  uint64_t due_ms; /* its next announce, loop time; 0: none yet */
   uint64_t sent_ns[BT_RELEASES_MAX + 1]; /* 0: no announce in flight */
   bool announced[BT_RELEASES_MAX + 1];   /* on this connection */
   uint8_t *have;                         /* releases x nbytes */
@@ -215,12 +216,23 @@ static void send_one(bt_peer_t *p, uint32_t k) {
 
 static void on_peer_timer(uv_timer_t *t);
 
+/* Each node keeps its own phase: the next announce is due an interval
+ * after this one was due, not after the loop got round to it. Re-arming
+ * from the loop's clock made every node whose timer fired in one (late)
+ * iteration announce in the same millisecond from then on: each stall of
+ * this one loop merged nodes into bigger bursts, which 10,000 separate
+ * machines, each on its own clock, do not do (docs/benchmarks.md "Tracker
+ * capacity", session 28). */
 static void announce_all(bt_peer_t *p) {
   bt_t *b = p->b;
   for (uint32_t k = 0; k <= b->nrels && p->wc != NULL && p->ready; k++)
     if (!b->spread || k == b->nrels || k == p->idx % b->nrels)
       send_one(p, k);
-  uv_timer_start(&p->timer, on_peer_timer, p->interval_ms, 0);
+  uint64_t now = uv_now(b->loop);
+  if (p->due_ms == 0 || p->due_ms + p->interval_ms <= now)
+    p->due_ms = now; /* the first, or a whole interval behind */
+  p->due_ms += p->interval_ms;
+  uv_timer_start(&p->timer, on_peer_timer, p->due_ms - now, 0);
 }
 
 /* ---- the connection ----------------------------------------------------- */
