@@ -304,8 +304,7 @@ static void test_heap_matches_full_sort(void **state) {
           trk_swarm_confirm(s, ms[i], 3u + TRK_CLAIM_GRACE_MS);
         if (x % 5u == 0)
           assert_int_equal(
-              trk_swarm_set_have(s, ms[i], none, ((size_t)total + 7u) / 8u),
-              0);
+              trk_swarm_set_have(s, ms[i], none, ((size_t)total + 7u) / 8u), 0);
       }
       free(none);
     }
