@@ -48,6 +48,7 @@
 #define BT_RELEASES_MAX 64u
 #define BT_BACKOFF_MIN_MS 500u
 #define BT_BACKOFF_MAX_MS 30000u
+#define BT_LAG_PERIOD_MS 5u
 
 typedef struct bt_s bt_t;
 
@@ -84,6 +85,12 @@ struct bt_s {
   uint64_t win_start_ns, win_end_ns;
   uint32_t *lat_us; /* recorded in the window */
   size_t nlat, caplat;
+  /* This loop's own lateness: how late a BT_LAG_PERIOD_MS timer fired,
+   * in the window (a reply that came meanwhile waited as long). */
+  uv_timer_t lag_timer;
+  uint64_t lag_due_ns;
+  uint32_t *lag_us;
+  size_t nlag, caplag;
   uint64_t connects, links, refused, announce_errors, drops, sent, replies;
   uint64_t fail_timeout, fail_eof, fail_other; /* closed before ready */
   char last_error[WS_ERRMSG_MAX + 1];          /* of an announce */
@@ -264,19 +271,41 @@ static void on_ready(wire_conn_t *c, const wire_peer_t *peer) {
   announce_all(p);
 }
 
-static void record(bt_t *b, uint64_t sent, uint64_t now) {
-  if (sent < b->win_start_ns || b->win_start_ns == 0 || b->win_end_ns != 0)
-    return;
-  if (b->nlat == b->caplat) {
-    size_t cap = b->caplat == 0 ? 65536 : b->caplat * 2u;
-    uint32_t *v = realloc(b->lat_us, cap * sizeof(*v));
-    if (v == NULL)
+/* Appends x to *v (n used of cap, doubled as needed); dropped when out of
+ * memory (the figure then covers less of the window). */
+static void push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x) {
+  if (*n == *cap) {
+    size_t c = *cap == 0 ? 65536 : *cap * 2u;
+    uint32_t *nv = realloc(*v, c * sizeof(*nv));
+    if (nv == NULL)
       return;
-    b->lat_us = v;
-    b->caplat = cap;
+    *v = nv;
+    *cap = c;
   }
+  (*v)[(*n)++] = x;
+}
+
+static bool in_window(const bt_t *b, uint64_t t_ns) {
+  return b->win_start_ns != 0 && t_ns >= b->win_start_ns && b->win_end_ns == 0;
+}
+
+static void record(bt_t *b, uint64_t sent, uint64_t now) {
+  if (!in_window(b, sent))
+    return;
   uint64_t us = (now - sent) / 1000u;
-  b->lat_us[b->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+  push_u32(&b->lat_us, &b->nlat, &b->caplat,
+           us > UINT32_MAX ? UINT32_MAX : (uint32_t)us);
+}
+
+static void on_lag(uv_timer_t *t) {
+  bt_t *b = t->data;
+  uint64_t now = uv_hrtime();
+  if (b->lag_due_ns != 0 && in_window(b, b->lag_due_ns)) {
+    uint64_t us = now > b->lag_due_ns ? (now - b->lag_due_ns) / 1000u : 0;
+    push_u32(&b->lag_us, &b->nlag, &b->caplag,
+             us > UINT32_MAX ? UINT32_MAX : (uint32_t)us);
+  }
+  b->lag_due_ns = now + BT_LAG_PERIOD_MS * 1000000ull;
 }
 
 static void on_frame(wire_conn_t *c, const ws_msg_t *m) {
@@ -377,6 +406,7 @@ static void report(bt_t *b) {
   proc_stat(&busy, &steal, &total);
   double dt = (double)(total - b->st_total0);
   qsort(b->lat_us, b->nlat, sizeof(*b->lat_us), cmp_u32);
+  qsort(b->lag_us, b->nlag, sizeof(*b->lag_us), cmp_u32);
   printf("{\"peers\": %u, \"releases\": %u, \"spread\": %d, \"chunks\": %u, "
          "\"seconds\": %.1f, "
          "\"peers_up\": %u, \"all_up_s\": %.1f, \"announces\": %zu, "
@@ -389,7 +419,8 @@ static void report(bt_t *b) {
          "\"announce_errors\": %llu, \"drops\": %llu, \"unanswered\": %llu, "
          "\"fail_timeout\": %llu, \"fail_closed\": %llu, "
          "\"fail_other\": %llu, \"generator_cpu_pct\": %.1f, "
-         "\"tracker_runq_wait_pct\": %.1f, \"last_announce_error\": \"%s\"}\n",
+         "\"tracker_runq_wait_pct\": %.1f, \"generator_lag_p99_ms\": %.3f, "
+         "\"generator_lag_max_ms\": %.3f, \"last_announce_error\": \"%s\"}\n",
          b->npeers, b->nrels, (int)b->spread, b->chunks, secs, b->up_at_start,
          b->all_up_s, b->nlat, pct(b->lat_us, b->nlat, 0.50),
          pct(b->lat_us, b->nlat, 0.99), pct(b->lat_us, b->nlat, 1.0), cpu,
@@ -408,6 +439,7 @@ static void report(bt_t *b) {
          secs > 0 && b->tracker_pid > 0
              ? (double)(proc_runq_ns(b->tracker_pid) - b->runq0_ns) / 1e7 / secs
              : 0,
+         pct(b->lag_us, b->nlag, 0.99), pct(b->lag_us, b->nlag, 1.0),
          b->last_error);
   fflush(stdout);
 }
@@ -468,6 +500,9 @@ static void ramp_start(bt_t *b) {
   }
   uv_timer_init(b->loop, &b->phase);
   b->phase.data = b;
+  uv_timer_init(b->loop, &b->lag_timer);
+  b->lag_timer.data = b;
+  uv_timer_start(&b->lag_timer, on_lag, BT_LAG_PERIOD_MS, BT_LAG_PERIOD_MS);
   b->t0_ns = uv_hrtime();
   uv_timer_start(&b->phase, on_phase, (uint64_t)b->ramp_s * 1000u, 0);
 }

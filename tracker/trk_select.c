@@ -19,10 +19,11 @@
  * examined (a random window of the member array), each in
  * O(bitfield words + leases). The best `max` are kept in a bounded heap
  * (its root the worst kept) rather than sorting every candidate; the scan
- * reads the swarm's dense member view (peer, keyed zone hash, port), and
- * only a candidate that could still enter is looked at further (the
- * usefulness test): the same draws, the same picks in the same order as a
- * full sort. Loop thread only.
+ * reads the swarm's dense member view (peer, keyed zone hash, port,
+ * whether it holds anything that counts), and only a candidate that could
+ * still enter and could be useful is looked at further (the usefulness
+ * test, the one read of the member): the same draws, the same picks in
+ * the same order as a full sort. Loop thread only.
  */
 #include "trk_swarm-int.h"
 
