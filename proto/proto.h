@@ -279,6 +279,22 @@ typedef struct {
   uint32_t n_tree;
 } ws_announce_reply_t;
 
+/* A node announces a release again ws_announce_delay_ms(iv, r) after the
+ * reply that answered its last announce: iv shortened by a random share of
+ * up to WS_ANNOUNCE_JITTER_PCT % (r: a uniform 32-bit random number).
+ * Without it, nodes whose replies came together (a tracker that stalled, a
+ * cluster-wide restart) stay in step for ever and hit the tracker in one
+ * burst every interval (Floyd and Jacobson, "The Synchronization of
+ * Periodic Routing Messages", 1993); docs/benchmarks.md "Tracker capacity",
+ * session 29. Only ever shorter than iv, so a tracker's deadlines that
+ * count intervals still hold. */
+#define WS_ANNOUNCE_JITTER_PCT 15u
+
+static inline uint32_t ws_announce_delay_ms(uint32_t iv, uint32_t r) {
+  uint64_t span = (uint64_t)iv * WS_ANNOUNCE_JITTER_PCT / 100u;
+  return iv - (uint32_t)((span * r) >> 32);
+}
+
 typedef struct { /* LEASE_RENEW and LEASE_RELEASE */
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t *chunks; /* renew: still working on; release: giving back */

@@ -2,7 +2,8 @@
  * simulated p2pd nodes, each on its own authenticated wire_conn (the real
  * handshake, sealing and framing of proto/) to a real p2p-tracker, each
  * announcing R releases and the presence digest at the interval the
- * tracker asks for (TRK_ANNOUNCE_INTERVAL_MS, 5 s), as p2pd does.
+ * tracker asks for (TRK_ANNOUNCE_INTERVAL_MS, 5 s) less p2pd's random
+ * share (ws_announce_delay_ms), as p2pd does.
  *
  *   bench_tracker --port P --key-file F --peers N --releases R
  *                 [--host H] [--seconds S] [--ramp-s S] [--chunks C]
@@ -43,6 +44,7 @@
 
 #include "proto.h"
 #include "wire_conn.h"
+#include "ws_rand.h"
 
 #define BT_INTERVAL_MS 5000u /* until the tracker's reply says otherwise */
 #define BT_RELEASES_MAX 64u
@@ -62,6 +64,7 @@ typedef struct {
   uint32_t backoff_ms;
   uint32_t interval_ms;
   uint64_t due_ms; /* its next announce, loop time; 0: none yet */
+  uint64_t rng;    /* its announce delays (ws_announce_delay_ms) */
   uint64_t sent_ns[BT_RELEASES_MAX + 1]; /* 0: no announce in flight */
   bool announced[BT_RELEASES_MAX + 1];   /* on this connection */
   uint8_t *have;                         /* releases x nbytes */
@@ -101,15 +104,6 @@ struct bt_s {
   uv_timer_t phase;
   int phase_no;
 };
-
-static uint64_t rnd(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  *s = x;
-  return x;
-}
 
 /* ---- /proc -------------------------------------------------------------- */
 
@@ -223,13 +217,16 @@ static void send_one(bt_peer_t *p, uint32_t k) {
 
 static void on_peer_timer(uv_timer_t *t);
 
-/* Each node keeps its own phase: the next announce is due an interval
- * after this one was due, not after the loop got round to it. Re-arming
- * from the loop's clock made every node whose timer fired in one (late)
- * iteration announce in the same millisecond from then on: each stall of
- * this one loop merged nodes into bigger bursts, which 10,000 separate
- * machines, each on its own clock, do not do (docs/benchmarks.md "Tracker
- * capacity", session 28). */
+/* Each node keeps its own phase: the next announce is due p2pd's delay
+ * (ws_announce_delay_ms: the interval less a random share) after this one
+ * was due, not after the loop got round to it. Re-arming from the loop's
+ * clock made every node whose timer fired in one (late) iteration announce
+ * in the same millisecond from then on: each stall of this one loop merged
+ * nodes into bigger bursts, which 10,000 separate machines, each on its
+ * own clock, do not do (docs/benchmarks.md "Tracker capacity", session
+ * 28). Without the random share, the nodes that joined together in the
+ * ramp stayed together and came as one burst every interval (session
+ * 29). */
 static void announce_all(bt_peer_t *p) {
   bt_t *b = p->b;
   for (uint32_t k = 0; k <= b->nrels && p->wc != NULL && p->ready; k++)
@@ -238,7 +235,8 @@ static void announce_all(bt_peer_t *p) {
   uint64_t now = uv_now(b->loop);
   if (p->due_ms == 0 || p->due_ms + p->interval_ms <= now)
     p->due_ms = now; /* the first, or a whole interval behind */
-  p->due_ms += p->interval_ms;
+  p->due_ms +=
+      ws_announce_delay_ms(p->interval_ms, (uint32_t)ws_xorshift64(&p->rng));
   uv_timer_start(&p->timer, on_peer_timer, p->due_ms - now, 0);
 }
 
@@ -249,7 +247,7 @@ static void peer_connect(bt_peer_t *p);
 static void peer_backoff(bt_peer_t *p) {
   uint32_t d = p->backoff_ms;
   uint64_t s = (uint64_t)p->idx * 0x9E3779B97F4A7C15ull ^ uv_hrtime();
-  uint32_t wait = d / 2u + (uint32_t)(rnd(&s) % (d / 2u + 1u));
+  uint32_t wait = d / 2u + (uint32_t)(ws_xorshift64(&s) % (d / 2u + 1u));
   p->backoff_ms = d >= BT_BACKOFF_MAX_MS / 2u ? BT_BACKOFF_MAX_MS : d * 2u;
   uv_timer_start(&p->timer, on_peer_timer, wait, 0);
 }
@@ -485,6 +483,7 @@ static void ramp_start(bt_t *b) {
     bt_peer_t *p = &b->peers[i];
     p->b = b;
     p->idx = i;
+    p->rng = ((uint64_t)i + 1u) * 0x9E3779B97F4A7C15ull;
     p->backoff_ms = BT_BACKOFF_MIN_MS;
     p->interval_ms = BT_INTERVAL_MS;
     uv_timer_init(b->loop, &p->timer);
@@ -492,7 +491,7 @@ static void ramp_start(bt_t *b) {
     for (uint32_t r = 0; r < b->nrels; r++) {
       uint8_t *h = p->have + (size_t)r * b->nbytes;
       for (uint32_t c = 0; c < b->chunks; c++)
-        if (is_seed(p, r) || rnd(&s) % 2u == 0)
+        if (is_seed(p, r) || ws_xorshift64(&s) % 2u == 0)
           h[c / 8u] |= (uint8_t)(0x80u >> (c % 8u));
     }
     uint64_t at = (uint64_t)b->ramp_s * 1000u * i / b->npeers;

@@ -18,8 +18,9 @@
  * announces carry the delta list (or the full bitfield again if the delta
  * outgrew WS_MAX_CHUNK_LIST). A release is due when its interval (from the
  * reply that answered its last announce; tc_on_reply) has passed, or at
- * once after track/done. A send refused by a full queue leaves the release
- * due; on_drain retries.
+ * once after track/done; each interval is shortened by a random share of up
+ * to WS_ANNOUNCE_JITTER_PCT % (proto.h), so that nodes do not stay in step.
+ * A send refused by a full queue leaves the release due; on_drain retries.
  * Reconnect delay: uniformly random in [d/2, d], d doubling from
  * backoff_min_ms to backoff_max_ms, so a restarted tracker is not hit by
  * every node at the same instant. The link counts as up (on_link, the
@@ -198,7 +199,8 @@ int tc_send_announce(peer_tracker_link_t *tc, tc_rel_t *r) {
   r->n_delta = 0;
   r->due_now = false;
   r->event = WS_ANN_UPDATE;
-  r->next_ms = uv_now(tc->loop) + r->interval_ms;
+  r->next_ms = uv_now(tc->loop) +
+               ws_announce_delay_ms(r->interval_ms, randombytes_random());
   r->asked = true;
   return 0;
 }
@@ -370,7 +372,7 @@ static void tc_on_reply(peer_tracker_link_t *tc,
       iv = PEER_TRACKER_LINK_INTERVAL_MIN_MS;
     if (iv > PEER_TRACKER_LINK_INTERVAL_MAX_MS)
       iv = PEER_TRACKER_LINK_INTERVAL_MAX_MS;
-    next = uv_now(tc->loop) + iv;
+    next = uv_now(tc->loop) + ws_announce_delay_ms(iv, randombytes_random());
     if (r->asked) {
       r->asked = false;
       r->interval_ms = iv;

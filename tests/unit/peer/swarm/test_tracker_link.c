@@ -21,7 +21,9 @@
 #include "swarm/tracker_link.h"
 #include "wire_fixture.h"
 
-#define MAX_ANN 8
+#define MAX_ANN 16
+#define TF_JITTER_IV_MS 200u /* mode 5: the interval its replies give */
+#define TF_JITTER_ANNS 13u   /* mode 5: announces before the close */
 
 typedef struct {
   uint8_t event, role;
@@ -71,6 +73,10 @@ typedef struct {
   unsigned t_step;
   bool done;
   peer_tracker_link_stats_t refused_st;
+  /* mode 5: when the last reply went out, and each reply-to-announce gap */
+  uint64_t reply_ms;
+  unsigned ngaps;
+  uint64_t gaps[MAX_ANN];
 } tf_t;
 
 /* ---- fake tracker ---------------------------------------------------------
@@ -89,7 +95,7 @@ static void tf_reply(tf_t *tf, const ws_announce_t *a) {
   memset(&wanted, 0, sizeof(wanted));
   r.type = WS_MSG_ANNOUNCE_REPLY;
   memcpy(r.u.announce_reply.digest, a->digest, 32);
-  r.u.announce_reply.interval_ms = 150;
+  r.u.announce_reply.interval_ms = tf->mode == 5 ? TF_JITTER_IV_MS : 150;
   memcpy(peers[0].node_id, "n1", 3);
   memcpy(peers[0].host, "10.1.0.1", 9);
   peers[0].port = 7001;
@@ -187,6 +193,21 @@ static void tf_mode4(tf_t *tf) {
   }
 }
 
+/* Mode 5 script: every announce is answered (TF_JITTER_IV_MS), and the
+ * time from each reply to the next announce is kept; after
+ * TF_JITTER_ANNS announces the client is closed. */
+static void tf_mode5(tf_t *tf) {
+  uint64_t now = uv_now(&tf->w.loop);
+
+  if (tf->nann > 1)
+    tf->gaps[tf->ngaps++] = now - tf->reply_ms;
+  tf->reply_ms = now;
+  if (tf->nann == TF_JITTER_ANNS) {
+    peer_tracker_link_close(tf->tc);
+    tf->done = true;
+  }
+}
+
 static void tf_push_long_interval(tf_t *tf) {
   ws_msg_t r;
 
@@ -205,10 +226,12 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
     if (tf->mode == 3)
       break; /* turned away: its GOODBYE is on the way */
     tf_record(tf, &m->u.announce);
-    if (tf->nann == 1 || tf->mode == 1)
+    if (tf->nann == 1 || tf->mode == 1 || tf->mode == 5)
       tf_reply(tf, &m->u.announce);
     if (tf->mode == 1)
       tf_mode1(tf);
+    else if (tf->mode == 5)
+      tf_mode5(tf);
     else if (tf->mode == 4)
       tf_mode4(tf);
     else
@@ -467,6 +490,35 @@ static void test_other_reply_keeps_the_announce_time(void **state) {
   tf_free(tf);
 }
 
+/* Announces do not keep step: each comes a random time of up to
+ * WS_ANNOUNCE_JITTER_PCT % before the reply's interval is over, never
+ * after its start. With the interval taken as is, every gap was the
+ * interval or longer (timers fire late, never early), and ten thousand
+ * nodes that a tracker's stall had put in step announced together every
+ * interval from then on. */
+static void test_announces_do_not_keep_step(void **state) {
+  tf_t *tf = tf_new(5);
+  const uint32_t held[1] = {0};
+  uint64_t lo =
+      TF_JITTER_IV_MS - TF_JITTER_IV_MS * WS_ANNOUNCE_JITTER_PCT / 100;
+  unsigned early = 0, i;
+
+  (void)state;
+  track_a(tf, 20, held, 1);
+  wf_run(&tf->w, 20000);
+  assert_int_equal(tf->nann, TF_JITTER_ANNS);
+  assert_int_equal(tf->ngaps, TF_JITTER_ANNS - 1);
+  for (i = 0; i < tf->ngaps; i++) {
+    assert_true(tf->gaps[i] + 1 >= lo); /* 1: uv_now's rounding */
+    if (tf->gaps[i] + 5 < TF_JITTER_IV_MS)
+      early++;
+  }
+  /* Each gap is under the interval by more than 5 ms with chance 5/6;
+   * with none of twelve so, the test fails once in 2e9 runs. */
+  assert_true(early > 0);
+  tf_free(tf);
+}
+
 /* While the tracker is gone: a chunk is gained, reconnects are refused.
  * Then the tracker comes back on the same port. */
 static void t_step(uv_timer_t *t) {
@@ -581,6 +633,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_other_reply_keeps_the_announce_time),
+      cmocka_unit_test(test_announces_do_not_keep_step),
       cmocka_unit_test(test_reconnect),
       cmocka_unit_test(test_refused_backs_off),
       cmocka_unit_test(test_cfg_addr),
