@@ -18,9 +18,8 @@
  * announces carry the delta list (or the full bitfield again if the delta
  * outgrew WS_MAX_CHUNK_LIST). A release is due when its interval (from the
  * reply that answered its last announce; tc_on_reply) has passed, or at
- * once after track/done; each interval is shortened by a random share of up
- * to WS_ANNOUNCE_JITTER_PCT % (proto.h), so that nodes do not stay in step.
- * A send refused by a full queue leaves the release due; on_drain retries.
+ * once after track/done (an interval less a random share, proto.h). A send
+ * refused by a full queue leaves the release due; on_drain retries.
  * Reconnect delay: uniformly random in [d/2, d], d doubling from
  * backoff_min_ms to backoff_max_ms, so a restarted tracker is not hit by
  * every node at the same instant. The link counts as up (on_link, the
@@ -367,7 +366,6 @@ static void tc_on_reply(peer_tracker_link_t *tc,
   if (r != NULL && rep->interval_ms > 0) {
     uint32_t iv = rep->interval_ms;
     uint64_t next;
-
     if (iv < PEER_TRACKER_LINK_INTERVAL_MIN_MS)
       iv = PEER_TRACKER_LINK_INTERVAL_MIN_MS;
     if (iv > PEER_TRACKER_LINK_INTERVAL_MAX_MS)
