@@ -1,8 +1,8 @@
 """tools/bench tracker: tracker capacity. A real p2p-tracker on loopback and
 the load generator build/tools/bench_tracker (tools/bench_tracker.c): N
 simulated nodes, each over its own authenticated connection, announcing R
-releases and the presence digest every 5 s (the tracker's interval), the
-connections spread over --ramp-s. Per run it prints announce latency (sent
+releases and the presence digest every 5 s (the tracker's interval, less
+p2pd's random share of up to 15 %), the connections spread over --ramp-s. Per run it prints announce latency (sent
 -> reply) p50/p99/max, the tracker's CPU over the measured window (seconds
 and % of one core), its peak RSS (VmHWM), the machine's busy and stolen
 CPU share in that window, how late the generator's own loop ran (p99 and

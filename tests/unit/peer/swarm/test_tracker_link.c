@@ -492,7 +492,7 @@ static void test_other_reply_keeps_the_announce_time(void **state) {
 
 /* Announces do not keep step: each comes a random time of up to
  * WS_ANNOUNCE_JITTER_PCT % before the reply's interval is over, never
- * after its start. With the interval taken as is, every gap was the
+ * later. With the interval taken as is, every gap was the
  * interval or longer (timers fire late, never early), and ten thousand
  * nodes that a tracker's stall had put in step announced together every
  * interval from then on. */
