@@ -162,6 +162,13 @@ static void swarm_on_peers(void *arg, const uint8_t *digest,
       WS_LOGW("peer %s at %s:%u: cannot connect: %s", p->node_id, p->host,
               p->port, ws_strerror(rc));
   }
+  /* Still short while fetching: at a cluster-wide start the first replies
+   * can name only the members already joined, and the next announce would
+   * come a whole interval later (tracker_link.h). */
+  peer_swarm_rel_t *rel = swarm_rel_find(&s->rels, digest);
+  if (!s->stopping && rel != NULL && rel->state == PEER_SWARM_REL_FETCHING &&
+      s->nbrs.count < cfg->max_neighbors)
+    (void)peer_trackers_soon(s->tl, digest);
 }
 
 static void swarm_on_leases(void *arg, const uint8_t *digest,

@@ -29,7 +29,8 @@ typedef struct {
   uint8_t event; /* ws_ann_event_t of the next announce */
   uint32_t interval_ms;
   uint64_t next_ms;
-  bool asked; /* an announce of it is not answered yet */
+  bool asked;   /* an announce of it is not answered yet */
+  uint8_t soon; /* announces brought forward (peer_tracker_link_soon) */
   /* Room at the tracker (tracker_link_room.c). */
   uint64_t seq;        /* recency: set when tracked and when completed */
   bool parked;         /* a seed not announced: the tracker had no room */

@@ -626,6 +626,24 @@ int peer_tracker_link_done(peer_tracker_link_t *tc, const uint8_t digest[32]) {
   return 0;
 }
 
+int peer_tracker_link_soon(peer_tracker_link_t *tc, const uint8_t digest[32]) {
+  tc_rel_t *r = tc_rel_find(tc, digest, NULL);
+
+  if (r == NULL)
+    return WS_ENOTFOUND;
+  if (r->soon >= PEER_TRACKER_LINK_SOON_MAX || r->asked || r->parked ||
+      r->refused_ms != 0)
+    return 0;
+  uint64_t next =
+      uv_now(tc->loop) + ((uint64_t)PEER_TRACKER_LINK_SOON_MS << r->soon);
+  r->soon++;
+  if (next < r->next_ms) {
+    r->next_ms = next;
+    tc_schedule(tc);
+  }
+  return 0;
+}
+
 int peer_tracker_link_untrack(peer_tracker_link_t *tc,
                               const uint8_t digest[32]) {
   uint32_t idx;
@@ -647,42 +665,6 @@ int peer_tracker_link_untrack(peer_tracker_link_t *tc,
     tc_room_freed(tc);
   tc_schedule(tc);
   return 0;
-}
-
-static int tc_send_lease(peer_tracker_link_t *tc, uint8_t type,
-                         const uint8_t digest[32], const uint32_t *chunks,
-                         uint32_t n, const uint32_t *done, uint32_t n_done) {
-  ws_msg_t m;
-
-  if (n > WS_MAX_CHUNK_LIST || n_done > WS_MAX_CHUNK_LIST ||
-      (n > 0 && chunks == NULL) || (n_done > 0 && done == NULL))
-    return WS_EUSAGE;
-  if (tc->state != TC_READY)
-    return -ENOTCONN;
-  memset(&m, 0, sizeof(m));
-  m.type = type;
-  memcpy(m.u.lease.digest, digest, WS_PROTO_DIGEST_LEN);
-  /* The encoder only reads the lists. */
-  m.u.lease.chunks = (uint32_t *)(uintptr_t)chunks;
-  m.u.lease.n_chunks = n;
-  m.u.lease.done = (uint32_t *)(uintptr_t)done;
-  m.u.lease.n_done = n_done;
-  return wire_conn_send(tc->conn, &m);
-}
-
-int peer_tracker_link_lease_renew(peer_tracker_link_t *tc,
-                                  const uint8_t digest[32],
-                                  const uint32_t *chunks, uint32_t n,
-                                  const uint32_t *done, uint32_t n_done) {
-  return tc_send_lease(tc, WS_MSG_LEASE_RENEW, digest, chunks, n, done, n_done);
-}
-
-int peer_tracker_link_lease_release(peer_tracker_link_t *tc,
-                                    const uint8_t digest[32],
-                                    const uint32_t *chunks, uint32_t n,
-                                    const uint32_t *done, uint32_t n_done) {
-  return tc_send_lease(tc, WS_MSG_LEASE_RELEASE, digest, chunks, n, done,
-                       n_done);
 }
 
 void peer_tracker_link_stats(const peer_tracker_link_t *tc,

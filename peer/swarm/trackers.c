@@ -448,6 +448,14 @@ int peer_trackers_have_from(peer_trackers_t *tr, const uint8_t digest[32],
   return peer_tracker_link_have_from(tr->links[r->cur].tc, digest, chunk, from);
 }
 
+int peer_trackers_soon(peer_trackers_t *tr, const uint8_t digest[32]) {
+  trs_rel_t *r = trs_find(tr, digest, NULL);
+
+  if (r == NULL)
+    return WS_ENOTFOUND;
+  return peer_tracker_link_soon(tr->links[r->cur].tc, digest);
+}
+
 int peer_trackers_done(peer_trackers_t *tr, const uint8_t digest[32]) {
   trs_rel_t *r = trs_find(tr, digest, NULL);
 

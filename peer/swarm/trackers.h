@@ -122,6 +122,8 @@ int peer_trackers_have(peer_trackers_t *tr, const uint8_t digest[32],
 /* peer_trackers_have naming the neighbour it came from (NULL: S3). */
 int peer_trackers_have_from(peer_trackers_t *tr, const uint8_t digest[32],
                             uint32_t chunk, const char *from) WS_MUST_USE;
+/* peer_tracker_link_soon on the link that announces digest. */
+int peer_trackers_soon(peer_trackers_t *tr, const uint8_t digest[32]);
 int peer_trackers_done(peer_trackers_t *tr,
                        const uint8_t digest[32]) WS_MUST_USE;
 int peer_trackers_untrack(peer_trackers_t *tr,

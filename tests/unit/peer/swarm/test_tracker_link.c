@@ -24,6 +24,7 @@
 #define MAX_ANN 16
 #define TF_JITTER_IV_MS 200u /* mode 5: the interval its replies give */
 #define TF_JITTER_ANNS 13u   /* mode 5: announces before the close */
+#define TF_SOON_IV_MS 60000u /* mode 6: the interval its replies give */
 
 typedef struct {
   uint8_t event, role;
@@ -95,7 +96,9 @@ static void tf_reply(tf_t *tf, const ws_announce_t *a) {
   memset(&wanted, 0, sizeof(wanted));
   r.type = WS_MSG_ANNOUNCE_REPLY;
   memcpy(r.u.announce_reply.digest, a->digest, 32);
-  r.u.announce_reply.interval_ms = tf->mode == 5 ? TF_JITTER_IV_MS : 150;
+  r.u.announce_reply.interval_ms = tf->mode == 5   ? TF_JITTER_IV_MS
+                                   : tf->mode == 6 ? TF_SOON_IV_MS
+                                                   : 150;
   memcpy(peers[0].node_id, "n1", 3);
   memcpy(peers[0].host, "10.1.0.1", 9);
   peers[0].port = 7001;
@@ -208,6 +211,26 @@ static void tf_mode5(tf_t *tf) {
   }
 }
 
+/* Mode 6 script: every announce is answered with a 60-s interval (the
+ * client asks for the next one soon, cl_on_peers); the gaps are kept as in
+ * mode 5, and 4.5 s after the third announce the client is closed. */
+static void t_close(uv_timer_t *t) {
+  tf_t *tf = t->data;
+
+  peer_tracker_link_close(tf->tc);
+  tf->done = true;
+}
+
+static void tf_mode6(tf_t *tf) {
+  uint64_t now = uv_now(&tf->w.loop);
+
+  if (tf->nann > 1)
+    tf->gaps[tf->ngaps++] = now - tf->reply_ms;
+  tf->reply_ms = now;
+  if (tf->nann == 1 + PEER_TRACKER_LINK_SOON_MAX)
+    assert_int_equal(uv_timer_start(&tf->t, t_close, 4500, 0), 0);
+}
+
 static void tf_push_long_interval(tf_t *tf) {
   ws_msg_t r;
 
@@ -226,12 +249,14 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
     if (tf->mode == 3)
       break; /* turned away: its GOODBYE is on the way */
     tf_record(tf, &m->u.announce);
-    if (tf->nann == 1 || tf->mode == 1 || tf->mode == 5)
+    if (tf->nann == 1 || tf->mode == 1 || tf->mode == 5 || tf->mode == 6)
       tf_reply(tf, &m->u.announce);
     if (tf->mode == 1)
       tf_mode1(tf);
     else if (tf->mode == 5)
       tf_mode5(tf);
+    else if (tf->mode == 6)
+      tf_mode6(tf);
     else if (tf->mode == 4)
       tf_mode4(tf);
     else
@@ -303,6 +328,8 @@ static void cl_on_peers(void *arg, const uint8_t digest[32],
   tf->n_peers = n;
   if (n > 1)
     memcpy(tf->peer1_host, peers[1].host, sizeof(tf->peer1_host));
+  if (tf->mode == 6) /* short of neighbours, as swarm.c says after dialing */
+    assert_int_equal(peer_tracker_link_soon(tf->tc, digest), 0);
   if (tf->mode == 1 && tf->npeers_cb == 2) {
     uint32_t eight = 8;
 
@@ -519,6 +546,31 @@ static void test_announces_do_not_keep_step(void **state) {
   tf_free(tf);
 }
 
+/* Short of neighbours: the next announce comes PEER_TRACKER_LINK_SOON_MS
+ * after the reply, then twice that, not a whole interval later; then the
+ * interval again (nothing more within 4.5 s). Without it a node that
+ * joined among the first of a cluster-wide start, which the tracker could
+ * name only the members joined before it, waited the whole interval for
+ * more (docs/benchmarks.md, session 30). */
+static void test_short_of_peers_asks_again_soon(void **state) {
+  tf_t *tf = tf_new(6);
+  const uint32_t held[1] = {0};
+
+  (void)state;
+  assert_int_equal(peer_tracker_link_soon(tf->tc, tf->dig_b), WS_ENOTFOUND);
+  track_a(tf, 20, held, 1);
+  wf_run(&tf->w, 20000);
+  assert_true(tf->done);
+  assert_int_equal(tf->nann, 1 + PEER_TRACKER_LINK_SOON_MAX);
+  assert_int_equal(tf->ngaps, PEER_TRACKER_LINK_SOON_MAX);
+  for (unsigned i = 0; i < tf->ngaps; i++) {
+    uint64_t want = (uint64_t)PEER_TRACKER_LINK_SOON_MS << i;
+    assert_true(tf->gaps[i] + 1 >= want);   /* 1: uv_now's rounding */
+    assert_true(tf->gaps[i] < want + 5000); /* well before the 51-60 s */
+  }
+  tf_free(tf);
+}
+
 /* While the tracker is gone: a chunk is gained, reconnects are refused.
  * Then the tracker comes back on the same port. */
 static void t_step(uv_timer_t *t) {
@@ -634,6 +686,7 @@ int main(void) {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_other_reply_keeps_the_announce_time),
       cmocka_unit_test(test_announces_do_not_keep_step),
+      cmocka_unit_test(test_short_of_peers_asks_again_soon),
       cmocka_unit_test(test_reconnect),
       cmocka_unit_test(test_refused_backs_off),
       cmocka_unit_test(test_cfg_addr),
