@@ -295,6 +295,14 @@ static inline uint32_t ws_announce_delay_ms(uint32_t iv, uint32_t r) {
   return iv - (uint32_t)((span * r) >> 32);
 }
 
+/* A node short of neighbours while it fetches announces the release again
+ * WS_ANNOUNCE_SOON_MS after the reply, then twice that, at most
+ * WS_ANNOUNCE_SOON_MAX times per release it joins, before the reply's
+ * interval is over (at a cluster-wide start the first replies can name
+ * only the members joined before it; docs/protocol.md). */
+#define WS_ANNOUNCE_SOON_MS 1000u
+#define WS_ANNOUNCE_SOON_MAX 2u
+
 typedef struct { /* LEASE_RENEW and LEASE_RELEASE */
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t *chunks; /* renew: still working on; release: giving back */

@@ -3,7 +3,9 @@
  * handshake, sealing and framing of proto/) to a real p2p-tracker, each
  * announcing R releases and the presence digest at the interval the
  * tracker asks for (TRK_ANNOUNCE_INTERVAL_MS, 5 s) less p2pd's random
- * share (ws_announce_delay_ms), as p2pd does.
+ * share (ws_announce_delay_ms), as p2pd does; its first two rounds come
+ * 1 s and 2 s after the one before, as from a p2pd short of neighbours
+ * (WS_ANNOUNCE_SOON_MS).
  *
  *   bench_tracker --port P --key-file F --peers N --releases R
  *                 [--host H] [--seconds S] [--ramp-s S] [--chunks C]
@@ -64,6 +66,7 @@ typedef struct {
   uint32_t backoff_ms;
   uint32_t interval_ms;
   uint64_t due_ms; /* its next announce, loop time; 0: none yet */
+  uint8_t soon;    /* rounds brought forward (WS_ANNOUNCE_SOON_MS) */
   uint64_t rng;    /* its announce delays (ws_announce_delay_ms) */
   uint64_t sent_ns[BT_RELEASES_MAX + 1]; /* 0: no announce in flight */
   bool announced[BT_RELEASES_MAX + 1];   /* on this connection */
@@ -235,8 +238,13 @@ static void announce_all(bt_peer_t *p) {
   uint64_t now = uv_now(b->loop);
   if (p->due_ms == 0 || p->due_ms + p->interval_ms <= now)
     p->due_ms = now; /* the first, or a whole interval behind */
-  p->due_ms +=
-      ws_announce_delay_ms(p->interval_ms, (uint32_t)ws_xorshift64(&p->rng));
+  /* Its first rounds come sooner, as from a p2pd short of neighbours (each
+   * node is taken to be: the most such announces there can be). */
+  if (p->soon < WS_ANNOUNCE_SOON_MAX)
+    p->due_ms += (uint64_t)WS_ANNOUNCE_SOON_MS << p->soon++;
+  else
+    p->due_ms +=
+        ws_announce_delay_ms(p->interval_ms, (uint32_t)ws_xorshift64(&p->rng));
   uv_timer_start(&p->timer, on_peer_timer, p->due_ms - now, 0);
 }
 

@@ -631,11 +631,11 @@ int peer_tracker_link_soon(peer_tracker_link_t *tc, const uint8_t digest[32]) {
 
   if (r == NULL)
     return WS_ENOTFOUND;
-  if (r->soon >= PEER_TRACKER_LINK_SOON_MAX || r->asked || r->parked ||
+  if (r->soon >= WS_ANNOUNCE_SOON_MAX || r->asked || r->parked ||
       r->refused_ms != 0)
     return 0;
   uint64_t next =
-      uv_now(tc->loop) + ((uint64_t)PEER_TRACKER_LINK_SOON_MS << r->soon);
+      uv_now(tc->loop) + ((uint64_t)WS_ANNOUNCE_SOON_MS << r->soon);
   r->soon++;
   if (next < r->next_ms) {
     r->next_ms = next;

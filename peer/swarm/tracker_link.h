@@ -42,10 +42,6 @@
  * announced again after this, doubling up to _MAX. */
 #define PEER_TRACKER_LINK_REFUSED_RETRY_MS 5000u
 #define PEER_TRACKER_LINK_REFUSED_RETRY_MAX_MS 60000u
-/* peer_tracker_link_soon: the next announce comes this long after the
- * reply, doubling, at most _MAX times per release tracked. */
-#define PEER_TRACKER_LINK_SOON_MS 1000u
-#define PEER_TRACKER_LINK_SOON_MAX 2u
 
 typedef struct peer_tracker_link_s peer_tracker_link_t;
 
@@ -146,10 +142,10 @@ int peer_tracker_link_done(peer_tracker_link_t *tc,
                            const uint8_t digest[32]) WS_MUST_USE;
 /* We are short of neighbours for digest (a cluster-wide start: the first
  * replies could name only the members already joined): its next announce
- * comes PEER_TRACKER_LINK_SOON_MS from now (twice that the second time),
- * unless it was due sooner; at most PEER_TRACKER_LINK_SOON_MAX times per
- * track, and not while an announce of it is unanswered (its reply sets the
- * next), parked or refused. WS_ENOTFOUND. */
+ * comes WS_ANNOUNCE_SOON_MS from now (twice that the second time), unless
+ * it was due sooner; at most WS_ANNOUNCE_SOON_MAX times per track, and not
+ * while an announce of it is unanswered (its reply sets the next), parked or
+ * refused. WS_ENOTFOUND. */
 int peer_tracker_link_soon(peer_tracker_link_t *tc, const uint8_t digest[32]);
 /* Stops tracking (release evicted or cancelled): announced with event
  * STOPPED if the link is up, then forgotten. WS_ENOTFOUND. */

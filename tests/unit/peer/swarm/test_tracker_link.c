@@ -227,7 +227,7 @@ static void tf_mode6(tf_t *tf) {
   if (tf->nann > 1)
     tf->gaps[tf->ngaps++] = now - tf->reply_ms;
   tf->reply_ms = now;
-  if (tf->nann == 1 + PEER_TRACKER_LINK_SOON_MAX)
+  if (tf->nann == 1 + WS_ANNOUNCE_SOON_MAX)
     assert_int_equal(uv_timer_start(&tf->t, t_close, 4500, 0), 0);
 }
 
@@ -546,7 +546,7 @@ static void test_announces_do_not_keep_step(void **state) {
   tf_free(tf);
 }
 
-/* Short of neighbours: the next announce comes PEER_TRACKER_LINK_SOON_MS
+/* Short of neighbours: the next announce comes WS_ANNOUNCE_SOON_MS
  * after the reply, then twice that, not a whole interval later; then the
  * interval again (nothing more within 4.5 s). Without it a node that
  * joined among the first of a cluster-wide start, which the tracker could
@@ -561,10 +561,10 @@ static void test_short_of_peers_asks_again_soon(void **state) {
   track_a(tf, 20, held, 1);
   wf_run(&tf->w, 20000);
   assert_true(tf->done);
-  assert_int_equal(tf->nann, 1 + PEER_TRACKER_LINK_SOON_MAX);
-  assert_int_equal(tf->ngaps, PEER_TRACKER_LINK_SOON_MAX);
+  assert_int_equal(tf->nann, 1 + WS_ANNOUNCE_SOON_MAX);
+  assert_int_equal(tf->ngaps, WS_ANNOUNCE_SOON_MAX);
   for (unsigned i = 0; i < tf->ngaps; i++) {
-    uint64_t want = (uint64_t)PEER_TRACKER_LINK_SOON_MS << i;
+    uint64_t want = (uint64_t)WS_ANNOUNCE_SOON_MS << i;
     assert_true(tf->gaps[i] + 1 >= want);   /* 1: uv_now's rounding */
     assert_true(tf->gaps[i] < want + 5000); /* well before the 51-60 s */
   }
