@@ -363,6 +363,20 @@ static void nodes_init(sim_t *s) {
   }
 }
 
+/* When a node announces next after a reply giving iv: at most
+ * WS_ANNOUNCE_SOON_MAX times sooner, while it fetches short of neighbours
+ * (swarm.c's on_peers, tracker_link.c's peer_tracker_link_soon). */
+static double announce_next_s(sim_t *s, uint32_t node, uint32_t iv) {
+  sim_node_t *n = &s->nodes[node];
+  double d = (iv ? iv : TRK_ANNOUNCE_INTERVAL_MS) / 1e3;
+  if (!n->done && n->nconn < s->cfg.pol.max_nbrs &&
+      n->soon < WS_ANNOUNCE_SOON_MAX) {
+    double q = (double)(WS_ANNOUNCE_SOON_MS << n->soon++) / 1e3;
+    d = q < d ? q : d;
+  }
+  return s->now + d;
+}
+
 /* A node's own timers (and the tracker's, the sampler's). */
 static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
   double manifest_s = s->cfg.rtt_s + s->cfg.ttfb_s;
@@ -379,7 +393,7 @@ static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
       break;
     }
     s->nodes[e->a].last_rx_s = s->now;
-    sim_ev_push(s, s->now + iv / 1e3, EV_ANNOUNCE, e->a, 0, 0);
+    sim_ev_push(s, announce_next_s(s, e->a, iv), EV_ANNOUNCE, e->a, 0, 0);
     sim_ev_push(s, s->now + PEER_LEASE_RENEW_MS / 1e3, EV_RENEW, e->a, 0, 0);
     /* p2pd's tick runs from its start, at a phase of its own. */
     sim_ev_push(s, s->now + (double)(sim_rand(s) % PEER_SWARM_TICK_MS) / 1e3,
@@ -388,8 +402,7 @@ static void dispatch_timer(sim_t *s, const sim_ev_t *e) {
     break;
   case EV_ANNOUNCE:
     iv = sim_trk_announce(s, e->a, false);
-    sim_ev_push(s, s->now + (iv ? iv : TRK_ANNOUNCE_INTERVAL_MS) / 1e3,
-                EV_ANNOUNCE, e->a, 0, 0);
+    sim_ev_push(s, announce_next_s(s, e->a, iv), EV_ANNOUNCE, e->a, 0, 0);
     break;
   case EV_RENEW:
     sim_trk_renew(s, e->a);
