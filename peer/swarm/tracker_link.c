@@ -634,8 +634,7 @@ int peer_tracker_link_soon(peer_tracker_link_t *tc, const uint8_t digest[32]) {
   if (r->soon >= WS_ANNOUNCE_SOON_MAX || r->asked || r->parked ||
       r->refused_ms != 0)
     return 0;
-  uint64_t next =
-      uv_now(tc->loop) + ((uint64_t)WS_ANNOUNCE_SOON_MS << r->soon);
+  uint64_t next = uv_now(tc->loop) + ((uint64_t)WS_ANNOUNCE_SOON_MS << r->soon);
   r->soon++;
   if (next < r->next_ms) {
     r->next_ms = next;
