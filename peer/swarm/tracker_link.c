@@ -18,8 +18,9 @@
  * announces carry the delta list (or the full bitfield again if the delta
  * outgrew WS_MAX_CHUNK_LIST). A release is due when its interval (from the
  * reply that answered its last announce; tc_on_reply) has passed, or at
- * once after track/done (an interval less a random share, proto.h). A send
- * refused by a full queue leaves the release due; on_drain retries.
+ * once after track/done (an interval less a random share, proto.h), or
+ * sooner while the node is short of neighbours (peer_tracker_link_soon).
+ * A send refused by a full queue leaves the release due; on_drain retries.
  * Reconnect delay: uniformly random in [d/2, d], d doubling from
  * backoff_min_ms to backoff_max_ms, so a restarted tracker is not hit by
  * every node at the same instant. The link counts as up (on_link, the

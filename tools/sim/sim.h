@@ -167,8 +167,7 @@ typedef struct {
   double start_s, done_s, last_rx_s;
   double rx_bytes, tx_bytes; /* payload bytes in and out, wasted too */
   bool joined, done;
-  uint8_t
-      soon; /* announces brought forward while short (WS_ANNOUNCE_SOON_MS) */
+  uint8_t soon; /* announces brought forward while short of neighbours */
   uint64_t s3_bytes;
 } sim_node_t;
 
