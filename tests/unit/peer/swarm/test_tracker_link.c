@@ -196,24 +196,16 @@ static void tf_mode4(tf_t *tf) {
   }
 }
 
-/* Mode 5 script: every announce is answered (TF_JITTER_IV_MS), and the
- * time from each reply to the next announce is kept; after
- * TF_JITTER_ANNS announces the client is closed. */
-static void tf_mode5(tf_t *tf) {
+/* Modes 5 and 6: the time from the last reply to this announce (answered
+ * at once) is kept. */
+static void tf_gap(tf_t *tf) {
   uint64_t now = uv_now(&tf->w.loop);
 
   if (tf->nann > 1)
     tf->gaps[tf->ngaps++] = now - tf->reply_ms;
   tf->reply_ms = now;
-  if (tf->nann == TF_JITTER_ANNS) {
-    peer_tracker_link_close(tf->tc);
-    tf->done = true;
-  }
 }
 
-/* Mode 6 script: every announce is answered with a 60-s interval (the
- * client asks for the next one soon, cl_on_peers); the gaps are kept as in
- * mode 5, and 4.5 s after the third announce the client is closed. */
 static void t_close(uv_timer_t *t) {
   tf_t *tf = t->data;
 
@@ -221,13 +213,15 @@ static void t_close(uv_timer_t *t) {
   tf->done = true;
 }
 
-static void tf_mode6(tf_t *tf) {
-  uint64_t now = uv_now(&tf->w.loop);
-
-  if (tf->nann > 1)
-    tf->gaps[tf->ngaps++] = now - tf->reply_ms;
-  tf->reply_ms = now;
-  if (tf->nann == 1 + WS_ANNOUNCE_SOON_MAX)
+/* Mode 5 script: every announce is answered (TF_JITTER_IV_MS); after
+ * TF_JITTER_ANNS announces the client is closed. Mode 6: every announce is
+ * answered with a 60-s interval (the client asks for the next one soon,
+ * cl_on_peers), and 4.5 s after the third announce the client is closed. */
+static void tf_mode5(tf_t *tf) {
+  tf_gap(tf);
+  if (tf->mode == 5 && tf->nann == TF_JITTER_ANNS)
+    t_close(&tf->t);
+  if (tf->mode == 6 && tf->nann == 1 + WS_ANNOUNCE_SOON_MAX)
     assert_int_equal(uv_timer_start(&tf->t, t_close, 4500, 0), 0);
 }
 
@@ -253,10 +247,8 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
       tf_reply(tf, &m->u.announce);
     if (tf->mode == 1)
       tf_mode1(tf);
-    else if (tf->mode == 5)
+    else if (tf->mode == 5 || tf->mode == 6)
       tf_mode5(tf);
-    else if (tf->mode == 6)
-      tf_mode6(tf);
     else if (tf->mode == 4)
       tf_mode4(tf);
     else
