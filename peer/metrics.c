@@ -139,8 +139,13 @@ static const struct {
      "left unanswered; the chunks were asked elsewhere.",
      "counter", offsetof(peer_counters_t, peer_deadline_misses)},
     {"weightswarm_p2pd_peers_dropped_slow_total",
-     "Peers closed for missing progress deadlines.", "counter",
-     offsetof(peer_counters_t, peers_dropped_slow)},
+     "Peers closed for missing progress deadlines, or for a chunk stalled "
+     "in the middle of a payload in its file's endgame.",
+     "counter", offsetof(peer_counters_t, peers_dropped_slow)},
+    {"weightswarm_p2pd_chunks_cut_stalled_total",
+     "Chunks from peers cut in their file's endgame: no byte for 1.5 s "
+     "while another peer held them; they were asked elsewhere.",
+     "counter", offsetof(peer_counters_t, chunks_cut_stalled)},
     {"weightswarm_p2pd_peers_evicted_total",
      "Idle peers closed to make room for a new connection.", "counter",
      offsetof(peer_counters_t, peers_evicted)},

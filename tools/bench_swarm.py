@@ -325,14 +325,16 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         # Counters that explain a slow run: requests a neighbour refused,
         # duplicate chunks thrown away, connections closed on a bad receive;
         # how many uploads began while the chunk was still arriving; and
-        # the deadlines' work: chunks given up on a slow neighbour,
-        # neighbours closed as slow, idle (evicted) or not reading; S3
+        # the deadlines' work: chunks given up on a slow neighbour (past a
+        # deadline, or stalled in the endgame), neighbours closed as slow,
+        # idle (evicted) or not reading; S3
         # attempts retried and cut for a stall (0 from a p2pd without it).
         events = {k: int(sum(p.metric("weightswarm_p2pd_" + k) for p in peers)) for k in
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
                    "peer_receive_errors_total", "chunks_failed_total",
                    "peer_chunks_served_total", "peer_chunks_served_live_total",
                    "peer_deadlines_missed_total", "peers_dropped_slow_total",
+                   "chunks_cut_stalled_total",
                    "peers_evicted_total", "peer_upload_stalls_total",
                    "s3_retries_total", "s3_stalls_total", "release_stalls_total")}
         # Why S3 sent a chunk twice: the tracker's leases granted (one per

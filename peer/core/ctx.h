@@ -43,6 +43,7 @@ typedef struct {
   uint64_t requests_rejected; /* REJECTs we sent */
   uint64_t peer_deadline_misses; /* chunks/requests past their deadline */
   uint64_t peers_dropped_slow;   /* neighbours closed for missing them */
+  uint64_t chunks_cut_stalled;   /* endgame chunks cut: no byte for a while */
   uint64_t peers_evicted;        /* idle neighbours closed for a newcomer */
   uint64_t peers_refused; /* connections refused: no room, or a duplicate */
   uint64_t upload_stalls; /* neighbours closed: uploads not read */

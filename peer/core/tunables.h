@@ -233,6 +233,15 @@
  * the deadline above only from when the sender holds it, for at most this
  * long after its first piece (neighbor_deadline.c). */
 #define PEER_CHUNK_LIVE_WAIT_MS 60000u
+/* In a file's endgame (none of its chunks left to ask for, only chunks in
+ * flight), a chunk from which no byte came for PEER_CHUNK_ENDGAME_STALL_MS
+ * (time we held the neighbour's reads not counted) while another neighbour
+ * holds it is cut and asked elsewhere, long before its deadline (11 s for
+ * 1 MiB at the floor): the last chunks decide when the file is done, and a
+ * connection in TCP retransmission backoff delivers nothing for seconds.
+ * Pieces come every ~20 ms of their connection's rate (PEER_SERVE_PIECE_MS)
+ * and a single retransmission timeout stops one for 200 ms or more. */
+#define PEER_CHUNK_ENDGAME_STALL_MS 1500u
 /* A neighbour that missed a deadline (or a request timeout) is not asked
  * for anything for PEER_NBR_BENCH_MS; PEER_NBR_MISSES_MAX misses without a
  * chunk delivered between them close it. A chunk sent whole (no "o")

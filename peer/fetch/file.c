@@ -482,6 +482,12 @@ uint32_t peer_file_chunk_len(const peer_file_t *file, uint32_t j) {
   return left < file->chunk_size ? (uint32_t)left : file->chunk_size;
 }
 
+uint32_t peer_file_chunks_missing(const peer_file_t *file) {
+  if (file->state != PEER_FILE_FETCHING)
+    return 0;
+  return file->mf.nchunks - file->chunks_done - file->chunks_inflight;
+}
+
 void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
                           int status, const char *errmsg) {
   peer_counters_t *counters = &file->ctx->counters;

@@ -217,6 +217,9 @@ int peer_file_counts_for(const peer_file_t *file, const ws_hash_t *digest);
 
 /* Byte length of chunk j. */
 uint32_t peer_file_chunk_len(const peer_file_t *file, uint32_t j);
+/* Chunks of a FETCHING file neither done nor in flight (0 otherwise): 0
+ * while it fetches is its endgame, only chunks in flight left. */
+uint32_t peer_file_chunks_missing(const peer_file_t *file);
 
 /* Picks the next chunk src may fetch, marks it INFLIGHT and returns 1 with
  * *file (a new reference; unref after peer_file_chunk_done) and *j; 0 when

@@ -166,6 +166,11 @@ int peer_download_data(peer_download_t *dl, const uint8_t *p, size_t len) {
   return ws_err_is_disk(rc) ? 0 : rc;
 }
 
+int peer_download_endgame(const peer_download_t *dl) {
+  return dl->file->state == PEER_FILE_FETCHING &&
+         peer_file_chunks_missing(dl->file) == 0;
+}
+
 void peer_download_end(peer_download_t *dl, int status) {
   dl->wake = NULL;
   dl->wake_arg = NULL;

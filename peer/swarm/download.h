@@ -85,6 +85,9 @@ int peer_download_reserve(peer_download_t *dl);
  * fine. */
 int peer_download_data(peer_download_t *dl, const uint8_t *p,
                        size_t len) WS_MUST_USE;
+/* 1 when dl's file is in its endgame (fetching, every chunk it lacks in
+ * flight). */
+int peer_download_endgame(const peer_download_t *dl);
 /* The payload ended (status 0) or the connection dropped (status < 0): the
  * download finishes on its own (writes, verify, report) and forgets its
  * sender; dl must not be used after. */

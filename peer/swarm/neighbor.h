@@ -112,6 +112,8 @@ typedef struct {
   uint64_t start_ms;          /* its first CHUNK header came (or later) */
   uint64_t first_ms;          /* its first CHUNK header came */
   uint64_t paused0_ms;        /* the neighbour's paused_ms then */
+  uint64_t byte_ms;           /* its last byte (or first header) came */
+  uint64_t byte_paused_ms;    /* the neighbour's paused_ms then */
   bool late;                  /* start_ms moved: not a rate sample */
   struct peer_download_s *dl; /* pieces only (whole: the neighbour's dl) */
 } peer_pieces_t;
@@ -353,11 +355,14 @@ peer_pieces_t *peer_pieces_free(peer_neighbor_t *n);
 void peer_pieces_end(peer_neighbor_t *n, peer_pieces_t *pc, int status);
 /* Chunk pc (in pieces, or n->whole) starts arriving: its deadline runs. */
 void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc);
+/* len more bytes of chunk pc came from n. */
+void peer_rx_got(peer_neighbor_t *n, peer_pieces_t *pc, uint32_t len);
 /* Chunk pc came whole: its rate joins the typical one; n's misses are
  * forgiven. */
 void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc);
 /* Housekeeping of a ready neighbour: refused chunks become askable again;
- * chunks past their progress deadline, stalled chunks in pieces and
+ * chunks past their progress deadline or stalled in their file's endgame
+ * (PEER_CHUNK_ENDGAME_STALL_MS), stalled chunks in pieces and
  * unanswered requests are asked elsewhere, and n benched or closed. */
 void peer_neighbor_tick(peer_neighbor_t *n, uint64_t now_ms);
 /* The slots are full and a newcomer is ready: the idlest neighbour makes

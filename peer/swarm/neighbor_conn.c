@@ -343,10 +343,7 @@ static void conn_payload_chunk(peer_neighbor_t *n, const uint8_t *data,
     peer_neighbor_timer_arm(n, ms);
   }
   n->useful_ms = uv_now(set->ctx->loop);
-  if (n->pc != NULL)
-    n->pc->got += (uint32_t)len;
-  else
-    n->whole.got += (uint32_t)len;
+  peer_rx_got(n, n->pc != NULL ? n->pc : &n->whole, (uint32_t)len);
   if (last)
     conn_chunk_payload_end(n);
 }

@@ -101,9 +101,29 @@ void peer_rx_sample(peer_neighbor_t *n, const peer_pieces_t *pc) {
 }
 
 void peer_rx_start(peer_neighbor_t *n, peer_pieces_t *pc) {
-  pc->start_ms = pc->first_ms = uv_now(n->set->ctx->loop);
-  pc->paused0_ms = peer_neighbor_paused(n, pc->start_ms);
+  pc->start_ms = pc->first_ms = pc->byte_ms = uv_now(n->set->ctx->loop);
+  pc->paused0_ms = pc->byte_paused_ms = peer_neighbor_paused(n, pc->start_ms);
   pc->late = false;
+}
+
+void peer_rx_got(peer_neighbor_t *n, peer_pieces_t *pc, uint32_t len) {
+  pc->got += len;
+  pc->byte_ms = uv_now(n->set->ctx->loop);
+  pc->byte_paused_ms = peer_neighbor_paused(n, pc->byte_ms);
+}
+
+/* 1 when chunk pc should be cut for want of bytes: its file is in its
+ * endgame, nothing of it came from n for PEER_CHUNK_ENDGAME_STALL_MS (time
+ * we held n's reads not counted), and another neighbour holds it whole. */
+static int nd_rx_stalled(const peer_neighbor_t *n, const peer_pieces_t *pc,
+                         uint64_t now_ms) {
+  const peer_download_t *dl = pc == &n->whole ? n->dl : pc->dl;
+  uint64_t held = peer_neighbor_paused(n, now_ms) - pc->byte_paused_ms;
+  uint64_t quiet = now_ms - pc->byte_ms;
+  if (dl == NULL || quiet <= held || quiet - held < PEER_CHUNK_ENDGAME_STALL_MS)
+    return 0;
+  return peer_download_endgame(dl) &&
+         peer_neighbors_other_holds(n->set, n, pc->digest, pc->g);
 }
 
 /* n cannot be left to finish what it sends (a payload cannot be cut short
@@ -143,12 +163,23 @@ static int nd_rx_check(peer_neighbor_t *n, peer_pieces_t *pc, uint64_t now_ms) {
   }
   uint64_t el = nd_rx_elapsed(n, pc, now_ms), d = nd_rx_deadline(n, pc);
   char why[160];
-  if (el <= d)
+  int drop = 0;
+  if (el > d) {
+    snprintf(why, sizeof(why),
+             "chunk %u: %u of %u bytes in %llu ms (deadline %llu ms)", pc->g,
+             pc->got, pc->len, (unsigned long long)el, (unsigned long long)d);
+    drop = peer_neighbor_missed(n, now_ms);
+  } else if (nd_rx_stalled(n, pc, now_ms)) {
+    /* Not a miss: a stall this short may be the network's. */
+    n->set->ctx->counters.chunks_cut_stalled++;
+    snprintf(why, sizeof(why),
+             "chunk %u: %u of %u bytes, none for %llu ms in its file's "
+             "endgame, another neighbour holds it",
+             pc->g, pc->got, pc->len,
+             (unsigned long long)(now_ms - pc->byte_ms));
+  } else {
     return 0;
-  snprintf(why, sizeof(why),
-           "chunk %u: %u of %u bytes in %llu ms (deadline %llu ms)", pc->g,
-           pc->got, pc->len, (unsigned long long)el, (unsigned long long)d);
-  int drop = peer_neighbor_missed(n, now_ms);
+  }
   if (pc == &n->whole || (n->in == PEER_NEIGHBOR_IN_CHUNK && n->pc == pc)) {
     nd_drop_slow(n, why);
     return 1;

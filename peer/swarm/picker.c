@@ -44,9 +44,8 @@ static uint64_t picker_missing(const peer_swarm_rel_t *rel) {
   uint64_t miss = 0;
   for (uint32_t k = 0; k < rel->nfiles; k++) {
     const peer_file_t *f = rel->files != NULL ? rel->files[k] : NULL;
-    if (f == NULL || f->state != PEER_FILE_FETCHING)
-      continue;
-    miss += f->mf.nchunks - f->chunks_done - f->chunks_inflight;
+    if (f != NULL)
+      miss += peer_file_chunks_missing(f);
   }
   return miss;
 }
