@@ -462,9 +462,9 @@ void sim_on_tick(sim_t *s, uint32_t node) {
  * said HAVE "p" with "s"; here: a GET of it is under way) and the
  * server's neighbours that do already hold their share of its slots. */
 bool sim_s3_share_taken(const sim_t *s, const sim_conn_t *c) {
-  if (s->nodes[c->client].nfetch == 0)
-    return false;
   const sim_node_t *srv = &s->nodes[c->server];
+  if (srv->ntree > 0 || s->nodes[c->client].nfetch == 0)
+    return false; /* stripe trees name who serves whom */
   unsigned ready = 0, s3 = 0, held = 0;
   for (uint32_t k = 0; k < srv->nconn; k++) {
     /* Its connections as client; their reverse ones it serves. */
