@@ -11,7 +11,8 @@
  * they get no more than their share of a node's slots: the slots times
  * the share of its ready neighbours that read from S3, rounded down, and
  * at least one. In a small swarm, where most nodes read from S3, that is
- * nearly every slot; in a large one, one or two.
+ * nearly every slot; in a large one, one or two. Not for a release with
+ * stripe trees (upload.c): there the tracker names who serves whom.
  *
  * Here rather than in upload.c so that tools/sim (docs/scale.md) makes
  * the very same choice. No state. Thread: any.
