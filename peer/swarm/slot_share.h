@@ -6,8 +6,8 @@
  * those few join first, are named to each other first and fill each
  * other's upload slots: in the model at 48 nodes the six S3 readers
  * spent almost all their uploads on each other, so three of the six
- * chunks then arriving reached few others, and the median node's
- * downlink ran at half its rate for 3 s (docs/scale.md, session 31). So
+ * chunks then arriving reached few others, and the fetching nodes'
+ * downlinks ran at half their rate for 3 s (docs/scale.md, session 31). So
  * they get no more than their share of a node's slots: the slots times
  * the share of its ready neighbours that read from S3, rounded down, and
  * at least one. In a small swarm, where most nodes read from S3, that is
