@@ -19,15 +19,13 @@ static int mp_digest(const msgpack_object *map, uint8_t *d) {
 int ws_peer_encode(const ws_msg_t *m, msgpack_packer *pk) {
   switch (m->type) {
   case WS_MSG_HAVE:
-    /* "p", "s" and "f" only when set: a plain HAVE is the same bytes as
-     * before them ("s" only with "p"). */
+    /* "p" and "f" only when set: a plain HAVE is the same bytes as
+     * before them. */
     return msgpack_pack_map(pk, 2u + (m->u.have.live ? 1u : 0u) +
-                                    (m->u.have.live && m->u.have.s3 ? 1u : 0u) +
                                     (m->u.have.from[0] != '\0' ? 1u : 0u)) |
            pk_digest(pk, m->u.have.digest) |
            ws_pk_kv_uint(pk, "c", m->u.have.chunk) |
            (m->u.have.live ? ws_pk_kv_bool(pk, "p", true) : 0) |
-           (m->u.have.live && m->u.have.s3 ? ws_pk_kv_bool(pk, "s", true) : 0) |
            (m->u.have.from[0] != '\0' ? ws_pk_kv_str(pk, "f", m->u.have.from)
                                       : 0);
   case WS_MSG_BITFIELD: {
@@ -114,8 +112,7 @@ int ws_peer_decode(uint8_t type, const msgpack_object *map,
     if ((rc = mp_digest(map, m->u.have.digest)) < 0 ||
         (rc = ws_mp_u32(map, "c", true, UINT32_MAX, &m->u.have.chunk)) < 0 ||
         (rc = ws_mp_strbuf(map, "f", false, m->u.have.from, WS_NODE_ID_MAX)) <
-            0 ||
-        (rc = ws_mp_bool(map, "s", false, &m->u.have.s3)) < 0)
+            0)
       return rc;
     return ws_mp_bool(map, "p", false, &m->u.have.live);
   case WS_MSG_BITFIELD:

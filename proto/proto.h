@@ -315,8 +315,6 @@ typedef struct {
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t chunk;
   bool live; /* "p": being fetched from origin, served as it arrives */
-  bool s3;   /* "s" (with "p", peer -> peer): arriving from S3, not from a
-                neighbour; an old peer ignores it */
   /* Optional "f" (to a tracker only): the node id of the neighbour this
    * chunk was received from and verified, "" when it came from S3 or is
    * not known. The tracker confirms that neighbour's have-claims with it

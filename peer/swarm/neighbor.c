@@ -92,9 +92,7 @@ int peer_neighbor_rel_live(const peer_neighbor_rel_t *r, uint32_t g) {
 static void neighbor_live_forget(peer_neighbor_rel_t *r, uint32_t g) {
   for (uint32_t i = 0; i < r->nlive; i++) {
     if (r->live[i] == g) {
-      r->nlive--;
-      r->live[i] = r->live[r->nlive];
-      r->live_s3[i] = r->live_s3[r->nlive];
+      r->live[i] = r->live[--r->nlive];
       r->live_next = r->nlive;
       return;
     }
@@ -107,25 +105,12 @@ void peer_neighbor_rel_have(peer_neighbor_rel_t *r, const ws_have_t *h) {
     neighbor_live_forget(r, h->chunk);
   } else if (!peer_neighbor_rel_live(r, h->chunk)) {
     r->live[r->live_next] = h->chunk;
-    r->live_s3[r->live_next] = h->s3;
     if (r->nlive < PEER_LIVE_MAX)
       r->nlive++;
     r->live_next = r->nlive < PEER_LIVE_MAX
                        ? r->nlive
                        : (r->live_next + 1) % PEER_LIVE_MAX;
   }
-}
-
-int peer_neighbor_fetches_s3(const peer_neighbor_t *n, uint64_t now_ms) {
-  for (uint32_t k = 0; k < n->nrels; k++) {
-    const peer_neighbor_rel_t *r = &n->rels[k];
-    if (r->nlive == 0 || now_ms - r->s3_ms > PEER_REQUEST_TIMEOUT_MS)
-      continue;
-    for (uint32_t i = 0; i < r->nlive; i++)
-      if (r->live_s3[i])
-        return 1;
-  }
-  return 0;
 }
 
 int peer_neighbor_has(peer_neighbor_t *n, const uint8_t *digest, uint32_t total,

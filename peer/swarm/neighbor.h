@@ -69,9 +69,7 @@ typedef struct {
   bool mux_ok;        /* ... and "mux": pieces of several chunks interleaved */
   uint64_t active_ms; /* its last BITFIELD or HAVE (origin_share.h) */
   uint32_t live[PEER_LIVE_MAX]; /* chunks it said (HAVE "p") are arriving */
-  bool live_s3[PEER_LIVE_MAX];  /* ... from S3 (HAVE "p" with "s") */
   uint32_t nlive, live_next;    /* entries; the slot a new one replaces */
-  uint64_t s3_ms;               /* its last HAVE "p" with "s" */
   struct {
     uint32_t chunk;
     uint64_t until_ms;
@@ -235,10 +233,6 @@ int peer_neighbor_has(peer_neighbor_t *n, const uint8_t *digest, uint32_t total,
                       uint32_t g);
 /* 1 when r's chunk g is one it is still fetching from origin (HAVE "p"). */
 int peer_neighbor_rel_live(const peer_neighbor_rel_t *r, uint32_t g);
-/* 1 when n is reading a chunk of some release from S3 (its HAVE "p" with
- * "s", no plain HAVE for it since, the last such HAVE within
- * PEER_REQUEST_TIMEOUT_MS: a fetch that failed sends nothing). */
-int peer_neighbor_fetches_s3(const peer_neighbor_t *n, uint64_t now_ms);
 /* It refused chunk g of digest, or failed to finish sending it: not asked
  * for again for PEER_REJECT_HIDE_MS; one it only said was arriving is
  * forgotten (its fetch failed; the next holder says so). */

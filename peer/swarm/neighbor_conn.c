@@ -58,8 +58,6 @@ static void conn_on_have(peer_neighbor_t *n, const ws_have_t *h) {
     return;
   peer_neighbor_rel_have(r, h);
   r->active_ms = uv_now(n->set->ctx->loop);
-  if (h->live && h->s3)
-    r->s3_ms = r->active_ms;
   swarm_rel_tree_offer(swarm_rel_find(n->set->rels, h->digest), n->node_id,
                        h->chunk, r->active_ms);
   if (n->nreqs < PEER_PIPELINE_DEPTH)

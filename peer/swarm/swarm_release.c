@@ -251,10 +251,9 @@ void swarm_rels_chunk_done_from(peer_swarm_rels_t *t, peer_file_t *file,
   t->from = NULL;
 }
 
-/* HAVE "p" for global chunk g to n, when n takes them and lacks g; "s"
- * when it arrives from S3. */
-static void rel_send_live(peer_swarm_rel_t *rel, peer_neighbor_t *n, uint32_t g,
-                          bool s3) {
+/* HAVE "p" for global chunk g to n, when n takes them and lacks g. */
+static void rel_send_live(peer_swarm_rel_t *rel, peer_neighbor_t *n,
+                          uint32_t g) {
   peer_neighbor_rel_t *r = peer_neighbor_rel_find(n, rel->digest.b);
   if (n->state != PEER_NEIGHBOR_READY || r == NULL || !r->sent_ours ||
       !r->live_ok || g >= rel->total || ws_bitfield_test(&rel->have, g) ||
@@ -266,19 +265,12 @@ static void rel_send_live(peer_swarm_rel_t *rel, peer_neighbor_t *n, uint32_t g,
   memcpy(m.u.have.digest, rel->digest.b, WS_PROTO_DIGEST_LEN);
   m.u.have.chunk = g;
   m.u.have.live = true;
-  m.u.have.s3 = s3;
   (void)peer_neighbor_send(n, &m); /* a full queue drops one HAVE */
 }
 
-typedef struct {
-  uint32_t j;
-  bool s3;
-} rel_live_t;
-
 static void rel_live_one(peer_swarm_rel_t *rel, uint32_t first, void *arg) {
-  const rel_live_t *l = arg;
   for (peer_neighbor_t *n = rel->t->nbrs->head; n != NULL; n = n->next)
-    rel_send_live(rel, n, first + l->j, l->s3);
+    rel_send_live(rel, n, first + *(const uint32_t *)arg);
 }
 
 void swarm_rel_live_haves(peer_swarm_rel_t *rel, peer_neighbor_t *n) {
@@ -291,8 +283,7 @@ void swarm_rel_live_haves(peer_swarm_rel_t *rel, peer_neighbor_t *n) {
   for (unsigned i = 0; i < k; i++) {
     for (uint32_t f = 0; f < rel->nfiles; f++) {
       if (rel->files[f] == files[i] && files[i]->mf.chunks != NULL)
-        rel_send_live(rel, n, (uint32_t)rel->m->files[f].first_chunk + js[i],
-                      true);
+        rel_send_live(rel, n, (uint32_t)rel->m->files[f].first_chunk + js[i]);
     }
   }
 }
@@ -302,9 +293,7 @@ void swarm_rels_chunk_live(peer_swarm_rels_t *t, peer_file_t *file,
   /* Whole-file manifests: nothing is served before the file verified. */
   if (file->mf.chunks == NULL || t->stopping)
     return;
-  uint64_t written;
-  rel_live_t l = {j, peer_origin_live(t->origin, file, j, &written) == 1};
-  rels_each_with_file(t, file, rel_live_one, &l);
+  rels_each_with_file(t, file, rel_live_one, &j);
 }
 
 void swarm_rels_file_complete(peer_swarm_rels_t *t, peer_file_t *file) {

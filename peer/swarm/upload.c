@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swarm/slot_share.h"
 #include "swarm/upload.h"
 #include "swarm/upload_chunk.h"
 #include "ws_log.h"
@@ -215,28 +214,6 @@ static unsigned upload_cap(const peer_neighbor_t *n) {
                       : PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE;
 }
 
-/* Whether n reads from S3 and the neighbours that do already hold their
- * share of our upload slots (slot_share.h). Not for a release with stripe
- * trees: there the tracker names who serves whom, and a stripe's root
- * reads it from S3. */
-static bool upload_s3_share_taken(peer_uploads_t *u, const peer_neighbor_t *n,
-                                  const uint8_t *digest, uint64_t now) {
-  const peer_swarm_rel_t *rel = swarm_rel_find(u->rels, digest);
-  if ((rel != NULL && rel->ntree > 0) || !peer_neighbor_fetches_s3(n, now))
-    return false;
-  unsigned ready = 0, s3 = 0, held = 0;
-  for (const peer_neighbor_t *o = n->set->head; o != NULL; o = o->next) {
-    if (o->state != PEER_NEIGHBOR_READY)
-      continue;
-    ready++;
-    if (peer_neighbor_fetches_s3(o, now)) {
-      s3++;
-      held += o->nups;
-    }
-  }
-  return held >= peer_slot_share_s3(PEER_UPLOADS_MAX, s3, ready);
-}
-
 /* Starts what n's queue allows now. */
 static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   int k;
@@ -252,12 +229,10 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
   n->just_served = false;
   while (n->sq_len > 0 && !n->mani_open && n->state == PEER_NEIGHBOR_READY &&
          (k = upload_queue_choose(u, n)) >= 0) {
-    const peer_upload_req_t *next =
-        &n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX];
-    bool s3_taken = false;
-    bool room = u->uploads < upload_cap(n) && !yield &&
-                !(s3_taken = upload_s3_share_taken(u, n, next->r.digest, now));
-    if (next->type == WS_MSG_REQUEST && !room && n->nups > 0)
+    bool room = u->uploads < upload_cap(n) && !yield;
+    if (n->sq[(n->sq_head + (uint32_t)k) % PEER_SERVE_QUEUE_MAX].type ==
+            WS_MSG_REQUEST &&
+        !room && n->nups > 0)
       break; /* the next to end makes room */
     peer_upload_req_t q = upload_queue_take(n, (uint32_t)k);
     if (q.type == WS_MSG_MANIFEST_REQ) {
@@ -281,12 +256,10 @@ static void upload_queue_run(peer_uploads_t *u, peer_neighbor_t *n) {
       u->contended_ms = now;
       WS_LOGD("nbr#%llu %s: chunk %u refused busy: %s (%u of %u slots)",
               (unsigned long long)n->id, n->node_id, q.r.chunk,
-              yield      ? "its upload just ended, another waits"
-              : s3_taken ? "the S3 readers' share of slots taken"
-                         : "every upload slot taken",
+              yield ? "its upload just ended, another waits"
+                    : "every upload slot taken",
               u->uploads, upload_cap(n));
-      if (!s3_taken) /* the slot it waits for would not be its */
-        peer_neighbor_slot_wait(n, now);
+      peer_neighbor_slot_wait(n, now);
       peer_upload_reject(u, n, q.r.digest, q.r.chunk, q.r.req_id,
                          WS_REJECT_BUSY);
     }

@@ -390,9 +390,6 @@ void sim_on_tick(sim_t *s, uint32_t node);
  * (neighbor.c, peer_neighbor_rel_have). */
 void sim_view_learn(sim_t *s, sim_conn_t *c, uint32_t g, bool live);
 void sim_view_hide(sim_t *s, sim_conn_t *c, uint32_t g);
-/* Whether c's client reads from S3 and the server's neighbours that do
- * hold their share of its upload slots (upload.c, slot_share.h). */
-bool sim_s3_share_taken(const sim_t *s, const sim_conn_t *c);
 
 /* sim_origin.c */
 int sim_trk_init(sim_t *s);

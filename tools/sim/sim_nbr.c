@@ -1,8 +1,7 @@
 /* sim_nbr.c - ws-sim's neighbours: dials and slots, what each neighbour
  * announced (views, chunks arriving there, chunks hidden after a refusal),
- * p2pd's swarm tick (progress deadlines, request timeouts, slots lent
- * given back), and how many of a node's neighbours read from S3 (their
- * share of its upload slots, for sim_node.c's queue).
+ * and p2pd's swarm tick (progress deadlines, request timeouts, slots lent
+ * given back).
  *
  * Slots re-state neighbor.c and neighbor_conn.c: a node dials the peers a
  * tracker reply names while it has dialed fewer than --max-neighbors /
@@ -32,7 +31,6 @@
 #include <string.h>
 
 #include "sim.h"
-#include "swarm/slot_share.h"
 
 static double ms(uint32_t v) {
   return v / 1000.0;
@@ -456,26 +454,4 @@ void sim_on_tick(sim_t *s, uint32_t node) {
   }
   sim_node_fill(s, node); /* busy neighbours askable again */
   sim_origin_kick(s, node);
-}
-
-/* upload_s3_share_taken (upload.c): c's client reads from S3 (p2pd: it
- * said HAVE "p" with "s"; here: a GET of it is under way) and the
- * server's neighbours that do already hold their share of its slots. */
-bool sim_s3_share_taken(const sim_t *s, const sim_conn_t *c) {
-  const sim_node_t *srv = &s->nodes[c->server];
-  if (srv->ntree > 0 || s->nodes[c->client].nfetch == 0)
-    return false; /* stripe trees name who serves whom */
-  unsigned ready = 0, s3 = 0, held = 0;
-  for (uint32_t k = 0; k < srv->nconn; k++) {
-    /* Its connections as client; their reverse ones it serves. */
-    const sim_conn_t *o = &s->conns[sim_conn_rev(srv->conns[k])];
-    if (!o->up)
-      continue;
-    ready++;
-    if (s->nodes[o->client].nfetch > 0) {
-      s3++;
-      held += o->nups;
-    }
-  }
-  return held >= peer_slot_share_s3(s->cfg.pol.uploads_max, s3, ready);
 }

@@ -17,10 +17,8 @@
  * first request); beside that, one held chunk while none is streaming and
  * chunks still arriving here beside it, WS_MUX_MAX at most; --uploads-max
  * (PEER_UPLOADS_MAX) slots per node of which the last --uploads-spare
- * (PEER_UPLOADS_SPARE) go only to a neighbour holding none, neighbours
- * reading from S3 hold at most their share (swarm/slot_share.c, linked),
- * and a REJECT busy (retry after PEER_BUSY_RETRY_MS) when every slot is
- * taken. A chunk
+ * (PEER_UPLOADS_SPARE) go only to a neighbour holding none, and a REJECT
+ * busy (retry after PEER_BUSY_RETRY_MS) when every slot is taken. A chunk
  * still arriving here is served as it arrives (sim_net.c paces it) if it
  * comes from S3, or, with --forward (the default), from a neighbour.
  */
@@ -417,8 +415,7 @@ static void queue_run(sim_t *s, uint32_t cid) {
   while (c->up && c->sq_len > 0 && (k = queue_choose(s, c)) >= 0) {
     sim_node_t *srv = &s->nodes[c->server];
     bool room = srv->uploads < upload_cap(s, c) &&
-                (srv->line_len == 0 || srv->line[0] == cid) &&
-                !sim_s3_share_taken(s, c);
+                (srv->line_len == 0 || srv->line[0] == cid);
     if (!room && (c->nups > 0 || line_join(s, srv, cid)))
       break; /* the next to end makes room, in the line's turn */
     uint32_t g = c->sq[k];

@@ -92,8 +92,6 @@ static void print_msg(const ws_msg_t *m) {
     printf(" c=%u", m->u.have.chunk);
     if (m->u.have.live)
       printf(" p=1");
-    if (m->u.have.s3)
-      printf(" s=1");
     break;
   case WS_MSG_BITFIELD:
     hex("d", m->u.bitfield.digest, 32);

@@ -99,7 +99,6 @@ def test_python_frames_decode_in_c(tmp_path):
         # Keys reordered, wide integer encodings, unknown keys of every kind.
         frame(T["HAVE"], {"zz": [None, 1.5, {"q": b"x"}], "c": 7, "d": d}),
         frame(T["HAVE"], {"p": True, "c": 8, "d": d}),
-        frame(T["HAVE"], {"s": True, "p": True, "c": 9, "d": d}),
         frame(T["REQUEST"], {"id": 2**32 - 1, "d": d, "c": 0}),
         frame(T["HELLO"], {"v": 3, "n": dg(1), "id": "py", "role": 1,
                            "extra": "ignored"}),
@@ -127,7 +126,6 @@ def test_python_frames_decode_in_c(tmp_path):
     assert r.stdout.splitlines() == [
         f"HAVE d={dh} c=7",
         f"HAVE d={dh} c=8 p=1",
-        f"HAVE d={dh} c=9 p=1 s=1",
         f"REQUEST d={dh} c=0 id=4294967295",
         f"HELLO v=3 n={dg(1).hex()} id=py port=0 role=1 zone=",
         "SKIP type=200 payload=3",

@@ -304,20 +304,8 @@ static void test_lease_and_peer(void **state) {
   m.u.have.live = true;
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_true(o.u.have.live);
-  assert_false(o.u.have.s3); /* absent: from a neighbour, or not said */
   assert_int_equal(o.u.have.chunk, 4000000000u);
   assert_string_equal(o.u.have.from, ""); /* absent: from S3 / unknown */
-  /* "s" with "p": arriving from S3. */
-  m.u.have.s3 = true;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_true(o.u.have.live);
-  assert_true(o.u.have.s3);
-  /* Never without "p": a plain HAVE stays the bytes it always was. */
-  m.u.have.live = false;
-  assert_int_equal(roundtrip(&m, &o), 0);
-  assert_false(o.u.have.live);
-  assert_false(o.u.have.s3);
-  m.u.have.s3 = false;
   /* "f": the neighbour the chunk came from (to a tracker). */
   m.u.have.live = false;
   snprintf(m.u.have.from, sizeof(m.u.have.from), "node-7");
