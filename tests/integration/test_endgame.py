@@ -98,10 +98,7 @@ def test_chunk_stalled_in_the_endgame_is_asked_elsewhere(s3env, tmp_path):
     (rel / "weights.bin").write_bytes(data)
     mpath, d = seed_manifest(str(rel), tmp_path, MiB)
     dig = bytes.fromhex(d[len("sha256-"):])
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    port = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
-                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    p, key, port = ws.lone_peer(BUILD, str(tmp_path), s3env, "target")
     nbrs = []
     try:
         staller = Neighbour(port, key, "staller", dig, mpath.read_bytes(), data, True)

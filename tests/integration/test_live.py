@@ -299,10 +299,7 @@ def test_chunk_from_a_neighbour_is_served_on_while_it_arrives(s3env, tmp_path):
     (rel / "weights.bin").write_bytes(data)
     mpath, d = seed_manifest(str(rel), tmp_path, MiB)
     dig = bytes.fromhex(d[len("sha256-"):])
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    lport = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="hop",
-                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    p, key, lport = ws.lone_peer(BUILD, str(tmp_path), s3env, "hop")
     src = nxt = None
     try:
         src = wsproto.Conn("127.0.0.1", lport, wsproto.read_key(key), node_id="source")

@@ -411,6 +411,17 @@ def swarm_peer(build, workdir, env, name, tracker, key, extra=(), binary_build=N
     return d
 
 
+def lone_peer(build, workdir, env, name):
+    """A p2pd listening on a free loopback port with a new cluster key and
+    no tracker, started, for tests that play its neighbours:
+    (p2pd, key path, port)."""
+    key = write_cluster_key(os.path.join(workdir, "cluster.key"))
+    port = free_port()
+    p = P2pd(build, workdir, env, name=name,
+             extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    return p, key, port
+
+
 def release_state(p, digest):
     st, r = p.api("GET", f"/api/v1/releases/{digest}")
     return r if st == 200 else None
