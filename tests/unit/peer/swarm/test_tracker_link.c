@@ -217,7 +217,7 @@ static void t_close(uv_timer_t *t) {
  * TF_JITTER_ANNS announces the client is closed. Mode 6: every announce is
  * answered with a 60-s interval (the client asks for the next one soon,
  * cl_on_peers), and 4.5 s after the third announce the client is closed. */
-static void tf_mode5(tf_t *tf) {
+static void tf_mode_gaps(tf_t *tf) {
   tf_gap(tf);
   if (tf->mode == 5 && tf->nann == TF_JITTER_ANNS)
     t_close(&tf->t);
@@ -248,7 +248,7 @@ static void tf_on_frame(wire_conn_t *c, const ws_msg_t *m) {
     if (tf->mode == 1)
       tf_mode1(tf);
     else if (tf->mode == 5 || tf->mode == 6)
-      tf_mode5(tf);
+      tf_mode_gaps(tf);
     else if (tf->mode == 4)
       tf_mode4(tf);
     else
