@@ -64,27 +64,35 @@ static void test_small_and_first_chunks_first(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec, 3);
   sfx_nbr_t *a = sfx_neighbor(s, "nbrA", 7001);
+  sfx_nbr_t *z = sfx_neighbor(s, "nbrZ", 7002);
   hold_all(s, a);
+  hold_all(s, z); /* every chunk one holder more: the order stays */
   for (uint64_t seed = 1; seed <= 8; seed++) {
     s->picker.rng = seed * 0x9e3779b97f4a7c15ull; /* scan from elsewhere */
+    /* a's pipeline takes the first picks, z's the next ones. */
+    uint32_t g[2 * PEER_PIPELINE_DEPTH];
+    bool dup[2 * PEER_PIPELINE_DEPTH];
     peer_picker_fill(&s->picker, &a->n);
-    uint32_t g[PEER_PIPELINE_DEPTH];
-    bool dup[PEER_PIPELINE_DEPTH];
-    assert_int_equal(sfx_requests(a, g, dup), 3);
+    assert_int_equal(sfx_requests(a, g, dup), PEER_PIPELINE_DEPTH);
+    peer_picker_fill(&s->picker, &z->n);
+    assert_int_equal(
+        sfx_requests(z, g + PEER_PIPELINE_DEPTH, dup + PEER_PIPELINE_DEPTH),
+        PEER_PIPELINE_DEPTH);
     /* The small file, then both first chunks (equally rare: any order). */
     assert_int_equal(g[0], G(s, "c.bin", 0));
     assert_true((g[1] == G(s, "a.bin", 0) && g[2] == G(s, "b.bin", 0)) ||
                 (g[1] == G(s, "b.bin", 0) && g[2] == G(s, "a.bin", 0)));
-    for (int i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < 2 * PEER_PIPELINE_DEPTH; i++)
       assert_false(dup[i]);
     peer_file_t *c = sfx_file(s, "c.bin", NULL);
     assert_int_equal(c->chunk_state[0], PEER_CHUNK_INFLIGHT);
     assert_int_equal(c->nreq[0], 1);
     if (seed == 1) {
-      sfx_wait_requests(a, 3);
-      assert_wire_requests(a, g, 3);
+      sfx_wait_requests(a, PEER_PIPELINE_DEPTH);
+      assert_wire_requests(a, g, PEER_PIPELINE_DEPTH);
     }
     sfx_drop_all(a);
+    sfx_drop_all(z);
     assert_int_equal(c->chunk_state[0], PEER_CHUNK_MISSING);
     assert_int_equal(c->nreq[0], 0);
   }
@@ -101,19 +109,22 @@ static void test_tier_beats_rarity(void **state) {
    * common as the rest, and still come first. */
   uint32_t firsts[] = {G(s, "c.bin", 0), G(s, "a.bin", 0), G(s, "b.bin", 0)};
   sfx_holds(b, firsts, 3);
+  _Static_assert(PEER_PIPELINE_DEPTH == 2, "the picks below are a's two");
   peer_picker_fill(&s->picker, &a->n);
   uint32_t g[PEER_PIPELINE_DEPTH];
-  assert_int_equal(sfx_requests(a, g, NULL), 3);
+  assert_int_equal(sfx_requests(a, g, NULL), 2);
   assert_int_equal(g[0], firsts[0]);
   assert_true(g[1] == firsts[1] || g[1] == firsts[2]);
-  assert_true(g[2] == firsts[1] || g[2] == firsts[2]);
-  /* b holds only chunks in flight while others are MISSING: no endgame,
-   * so nothing is asked of b. */
+  uint32_t last = g[1] == firsts[1] ? firsts[2] : firsts[1];
+  /* b gets the first chunk left; then it holds only chunks in flight
+   * while others are MISSING: no endgame, so nothing more is asked of b. */
   peer_picker_fill(&s->picker, &b->n);
-  assert_int_equal(b->n.nreqs, 0);
-  sfx_wait_requests(a, 3);
+  assert_int_equal(sfx_requests(b, g, NULL), 1);
+  assert_int_equal(g[0], last);
+  sfx_wait_requests(a, 2);
+  sfx_wait_requests(b, 1);
   sfx_settle(s);
-  assert_int_equal(b->nrequests, 0);
+  assert_int_equal(b->nrequests, 1);
   sfx_teardown(s);
 }
 
@@ -135,13 +146,13 @@ static void test_rarest_first(void **state) {
     s->picker.rng = seed * 0x9e3779b97f4a7c15ull;
     peer_picker_fill(&s->picker, &a->n);
     uint32_t g[PEER_PIPELINE_DEPTH];
-    assert_int_equal(sfx_requests(a, g, NULL), 3);
-    assert_int_equal(g[0], b1);
-    assert_int_equal(g[1], a3);
-    assert_true(g[2] == a1 || g[2] == a2);
+    _Static_assert(PEER_PIPELINE_DEPTH == 2, "the picks below are a's two");
+    assert_int_equal(sfx_requests(a, g, NULL), 2);
+    assert_int_equal(g[0], b1); /* held by one */
+    assert_int_equal(g[1], a3); /* by two; a1 and a2 by three */
     if (seed == 1) {
-      sfx_wait_requests(a, 3);
-      assert_wire_requests(a, g, 3);
+      sfx_wait_requests(a, 2);
+      assert_wire_requests(a, g, 2);
     }
     sfx_drop_all(a);
   }
@@ -197,56 +208,69 @@ static void test_endgame_fresh_then_duplicates(void **state) {
   peer_picker_fill(&s->picker, &b->n);
   assert_int_equal(b->n.nreqs, 0);
   /* b has chunk 2 now: the fresh chunk first, then, every chunk being in
-   * flight, duplicates of a's two. */
+   * flight, a duplicate of one of a's two. */
+  _Static_assert(PEER_PIPELINE_DEPTH == 2, "b's picks below are two");
   sfx_have(b, 2);
   peer_picker_fill(&s->picker, &b->n);
-  assert_int_equal(sfx_requests(b, g, dup), 3);
+  assert_int_equal(sfx_requests(b, g, dup), 2);
   assert_int_equal(g[0], 2);
   assert_false(dup[0]);
-  assert_true(dup[1] && dup[2]);
-  assert_true((g[1] == 0 && g[2] == 1) || (g[1] == 1 && g[2] == 0));
-  assert_int_equal(e->nreq[0], 2);
-  assert_int_equal(e->nreq[1], 2);
+  assert_true(dup[1]);
+  assert_true(g[1] == 0 || g[1] == 1);
+  uint32_t twice = g[1];
+  assert_int_equal(e->nreq[twice], 2);
+  assert_int_equal(e->nreq[1 - twice], 1);
   assert_int_equal(e->nreq[2], 1);
-  sfx_wait_requests(b, 3);
-  assert_wire_requests(b, g, 3);
+  sfx_wait_requests(b, 2);
+  assert_wire_requests(b, g, 2);
   /* A duplicate given up keeps the chunk in flight for the other. */
   for (uint32_t i = 0; i < PEER_PIPELINE_DEPTH; i++) {
-    if (b->n.reqs[i].used && b->n.reqs[i].g == 0)
+    if (b->n.reqs[i].used && b->n.reqs[i].g == twice)
       peer_request_drop(&b->n, i, WS_ECANCELED);
   }
-  assert_int_equal(e->nreq[0], 1);
-  assert_int_equal(e->chunk_state[0], PEER_CHUNK_INFLIGHT);
+  assert_int_equal(e->nreq[twice], 1);
+  assert_int_equal(e->chunk_state[twice], PEER_CHUNK_INFLIGHT);
   sfx_teardown(s);
 }
 
 static void test_endgame_duplicate_cap(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec_e, 1);
-  sfx_nbr_t *nb[3];
-  nb[0] = sfx_neighbor(s, "nbrA", 7001);
-  nb[1] = sfx_neighbor(s, "nbrB", 7002);
-  nb[2] = sfx_neighbor(s, "nbrC", 7003);
-  for (int i = 0; i < 3; i++)
+  /* Enough neighbours holding every chunk to ask each chunk twice, and
+   * one more. */
+  enum {
+    NB = (3 * PEER_ENDGAME_DUP_MAX + PEER_PIPELINE_DEPTH - 1) /
+             PEER_PIPELINE_DEPTH +
+         1
+  };
+  sfx_nbr_t *nb[NB];
+  char name[8];
+  for (int i = 0; i < NB; i++) {
+    snprintf(name, sizeof(name), "nbr%d", i);
+    nb[i] = sfx_neighbor(s, name, (uint16_t)(7001 + i));
     hold_all(s, nb[i]);
+  }
   peer_file_t *e = sfx_file(s, "e.bin", NULL);
-  peer_picker_fill(&s->picker, &nb[0]->n);
-  assert_int_equal(nb[0]->n.nreqs, 3); /* every chunk, fresh */
-  peer_picker_fill(&s->picker, &nb[1]->n);
-  uint32_t g[PEER_PIPELINE_DEPTH];
+  uint32_t g[PEER_PIPELINE_DEPTH], asked = 0, fresh = 0;
   bool dup[PEER_PIPELINE_DEPTH];
-  assert_int_equal(sfx_requests(nb[1], g, dup), 3);
-  for (int i = 0; i < 3; i++)
-    assert_true(dup[i]);
-  /* Two requests per chunk (PEER_ENDGAME_DUP_MAX): the third neighbour
-   * gets nothing. */
-  peer_picker_fill(&s->picker, &nb[2]->n);
-  assert_int_equal(nb[2]->n.nreqs, 0);
+  for (int i = 0; i < NB - 1; i++) {
+    peer_picker_fill(&s->picker, &nb[i]->n);
+    uint32_t n = sfx_requests(nb[i], g, dup);
+    for (uint32_t k = 0; k < n; k++)
+      fresh += dup[k] ? 0u : 1u;
+    asked += n;
+  }
+  /* Each chunk once fresh, then duplicated up to two requests per chunk
+   * (PEER_ENDGAME_DUP_MAX): the last neighbour gets nothing. */
+  assert_int_equal(fresh, 3);
+  assert_int_equal(asked, 3 * PEER_ENDGAME_DUP_MAX);
+  peer_picker_fill(&s->picker, &nb[NB - 1]->n);
+  assert_int_equal(nb[NB - 1]->n.nreqs, 0);
   for (uint32_t j = 0; j < 3; j++)
     assert_int_equal(e->nreq[j], PEER_ENDGAME_DUP_MAX);
-  sfx_wait_requests(nb[1], 3);
+  sfx_wait_requests(nb[NB - 2], nb[NB - 2]->n.nreqs);
   sfx_settle(s);
-  assert_int_equal(nb[2]->nrequests, 0);
+  assert_int_equal(nb[NB - 1]->nrequests, 0);
   sfx_teardown(s);
 }
 
@@ -447,24 +471,26 @@ static void test_origin_no_tracker_reads_all_unheld(void **state) {
 }
 
 /* Requests in flight over all neighbours stop at PEER_REQS_MAX, though
- * each neighbour could take PEER_PIPELINE_DEPTH: four neighbours holding
- * twelve chunks get eight requests between them, not twelve. */
+ * each neighbour could take PEER_PIPELINE_DEPTH: six neighbours holding
+ * twelve chunks get eight requests between them, not twelve or more. */
 static const ffx_spec_t spec_m[] = {{"m.bin", 12 * FFX_CS, 5}};
+
+#define CAP_NBRS 6u
 
 static void test_requests_capped_over_all_neighbours(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec_m, 1);
-  sfx_nbr_t *nb[4];
+  sfx_nbr_t *nb[CAP_NBRS];
   char name[8];
-  for (uint32_t i = 0; i < 4; i++) {
+  for (uint32_t i = 0; i < CAP_NBRS; i++) {
     snprintf(name, sizeof(name), "n%u", i);
     nb[i] = sfx_neighbor(s, name, (uint16_t)(7001 + i));
     hold_all(s, nb[i]);
   }
-  assert_true(4 * PEER_PIPELINE_DEPTH > PEER_REQS_MAX);
+  assert_true(CAP_NBRS * PEER_PIPELINE_DEPTH > PEER_REQS_MAX);
   peer_picker_fill_all(&s->picker);
   uint32_t total = 0;
-  for (uint32_t i = 0; i < 4; i++) {
+  for (uint32_t i = 0; i < CAP_NBRS; i++) {
     assert_true(nb[i]->n.nreqs <= PEER_PIPELINE_DEPTH);
     total += nb[i]->n.nreqs;
   }
@@ -555,12 +581,13 @@ static void test_tree_stripe_from_its_parent(void **state) {
   uint32_t g[PEER_PIPELINE_DEPTH];
   peer_picker_fill(&s->picker, &a->n);
   uint32_t n = sfx_requests(a, g, NULL);
-  assert_int_equal(n, 3); /* chunks 0, 2, 4, 6 are stripe 0's */
+  /* chunks 0, 2, 4, 6 are stripe 0's */
+  assert_int_equal(n, PEER_PIPELINE_DEPTH);
   for (uint32_t i = 0; i < n; i++)
     assert_int_equal(g[i] % 2, 0);
   peer_picker_fill(&s->picker, &b->n);
   n = sfx_requests(b, g, NULL);
-  assert_int_equal(n, 3); /* 1, 3, 5: stripe 1's */
+  assert_int_equal(n, PEER_PIPELINE_DEPTH); /* 1, 3, 5: stripe 1's */
   for (uint32_t i = 0; i < n; i++)
     assert_int_equal(g[i] % 2, 1);
   sfx_teardown(s);
@@ -581,7 +608,7 @@ static void test_tree_parent_absent_then_anyone(void **state) {
   assert_int_equal(sfx_requests(a, g, NULL), 0);
   s->rel->tree_ms = now - PEER_TREE_GRACE_MS; /* the grace is over */
   peer_picker_fill(&s->picker, &a->n);
-  assert_int_equal(sfx_requests(a, g, NULL), 3);
+  assert_int_equal(sfx_requests(a, g, NULL), PEER_PIPELINE_DEPTH);
   /* No trees any more (a reply without them): every chunk again. */
   swarm_rel_set_tree(s->rel, NULL, 0, now);
   assert_int_equal(s->rel->ntree, 0);
