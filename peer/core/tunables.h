@@ -111,13 +111,13 @@
  * U=4B 1.12, depth 3 1.10-1.13 and 1.085. */
 #define PEER_PIPELINE_DEPTH 2u
 /* Chunk requests in flight over all neighbours at once (each neighbour
- * still PEER_PIPELINE_DEPTH at most). With 16 neighbours x 3, up to 48
- * chunks shared one download link: at 48 nodes on 16 Mbit/s links each
- * came at ~40 KiB/s, under the progress deadline's floor, so healthy
- * neighbours were cut as slow, and a chunk took that long to become
- * servable onwards. With 8, busy refusals at 24 nodes fell from
- * 1,774-3,043 to 95-234 per run and chunks thrown away from 398-579 to
- * 127-188, at the same T_all (docs/benchmarks.md). */
+ * still PEER_PIPELINE_DEPTH at most). With 16 neighbours x 3 (the depth
+ * then), up to 48 chunks shared one download link: at 48 nodes on 16
+ * Mbit/s links each came at ~40 KiB/s, under the progress deadline's
+ * floor, so healthy neighbours were cut as slow, and a chunk took that
+ * long to become servable onwards. With 8, busy refusals at 24 nodes fell
+ * from 1,774-3,043 to 95-234 per run and chunks thrown away from 398-579
+ * to 127-188, at the same T_all (docs/benchmarks.md). */
 #define PEER_REQS_MAX 8u
 /* Chunk requests a neighbour may queue with us; more get REJECT busy. */
 #define PEER_SERVE_QUEUE_MAX 16u
