@@ -99,16 +99,15 @@
 #define PEER_NBR_RELEASES_MAX 16u
 /* Chunk requests in flight to one neighbour. The server streams held
  * chunks one after the other, so a second keeps its link busy between
- * chunks; a third only waits in its queue, and a chunk asked there is
- * asked of nobody else meanwhile: it comes whole later than from a
- * neighbour with a free slot, and every hop's lag adds to how long after
- * S3's last byte the swarm finishes. Depth 2 against 3, interleaved on
- * the netns benchmark (docs/benchmarks.md, session 32): 24 nodes 1.194 x
- * T_min against 1.218 (median of three, better in every pair), 48 nodes
- * 1.300 against 1.350; the model agreed (docs/scale.md). Sessions 4-7,
- * before pieces were served onwards as they arrive and with up to 16
- * requests over all: depth 2 gave N=4, U=B 1.10-1.11 x T_min and N=8,
- * U=4B 1.12, depth 3 1.10-1.13 and 1.085. */
+ * chunks; a third only waits in its queue, where its chunk is asked of
+ * nobody else meanwhile (the likely reason fewer wins; one debug run of
+ * each did not show it hop by hop). Depth 2 against 3, interleaved on
+ * the netns benchmark (docs/benchmarks.md, session 32): 24 nodes 1.198 x
+ * T_min against 1.222 (median of six, better in every pair), 48 nodes
+ * 1.300 against 1.350 (three); the model agreed (docs/scale.md).
+ * Sessions 4-7, before pieces were served onwards as they arrive and with
+ * up to 16 requests over all: depth 2 gave N=4, U=B 1.10-1.11 x T_min and
+ * N=8, U=4B 1.12, depth 3 1.10-1.13 and 1.085. */
 #define PEER_PIPELINE_DEPTH 2u
 /* Chunk requests in flight over all neighbours at once (each neighbour
  * still PEER_PIPELINE_DEPTH at most). With 16 neighbours x 3 (the depth
