@@ -117,7 +117,7 @@ def test_client_without_cluster_key_gets_nothing(swarm, pub, rel):
     seed = peer("seed")
     r = seed.ctl("prefetch", pub["uri"], "--wait")
     assert r.returncode == 0, r.stderr
-    port = int(seed.extra[seed.extra.index("--listen") + 1].rsplit(":", 1)[1])
+    port = ws.listen_port(seed)
     digest = bytes.fromhex(pub["digest"][7:])
     wrong = os.urandom(32)
     for target in (port, trk.port):

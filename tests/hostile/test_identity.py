@@ -36,10 +36,6 @@ def bound(clean_s):
     return 1.2 * clean_s + SLACK_S
 
 
-def listen_port(p):
-    return int(p.extra[p.extra.index("--listen") + 1].rsplit(":", 1)[1])
-
-
 def make_swarm(s3env, rgw, tmp_path, name, seed_extra=()):
     src = tmp_path / f"src-{name}"
     src.mkdir()
@@ -114,8 +110,8 @@ def test_impostor_cannot_get_the_seed_banned(rgw, s3env, tmp_path):
     try:
         clean_s = clean_time(s3env, tmp_path, trk, key, pub)
         victim = ws.swarm_peer(BUILD, str(tmp_path), s3env, "victim", trk, key).start()
-        c = wsproto.Conn("127.0.0.1", listen_port(victim), wsproto.read_key(key),
-                         node_id="seed-0", listen_port=listen_port(seed),
+        c = wsproto.Conn("127.0.0.1", ws.listen_port(victim), wsproto.read_key(key),
+                         node_id="seed-0", listen_port=ws.listen_port(seed),
                          source="127.0.0.2")
         assert c.handshake()
         liar = Server(c, dig, lambda g: os.urandom(MiB))
@@ -233,7 +229,7 @@ def test_bit_flipped_on_the_path_bans_nobody(rgw, s3env, tmp_path):
     try:
         clean_s = clean_time(s3env, tmp_path, trk, key, pub)
         victim = ws.swarm_peer(BUILD, str(tmp_path), s3env, "victim", trk, key).start()
-        proxy = FlipOnPath(listen_port(victim))
+        proxy = FlipOnPath(ws.listen_port(victim))
         c = wsproto.Conn("127.0.0.1", proxy.port, wsproto.read_key(key),
                          node_id="honest-py")
         assert c.handshake()
@@ -290,7 +286,7 @@ def test_weights_never_cross_the_path_in_clear(rgw, s3env, tmp_path):
     old code sent CHUNK payloads in clear."""
     pub, src, data, key, trk, seed = make_swarm(s3env, rgw, tmp_path, "clear")
     dig = bytes.fromhex(pub["digest"][len("sha256-"):])
-    rec = Recorder(listen_port(seed))
+    rec = Recorder(ws.listen_port(seed))
     try:
         c = wsproto.Conn("127.0.0.1", rec.port, wsproto.read_key(key), node_id="reader")
         assert c.handshake()

@@ -69,10 +69,6 @@ def keyed(port, key, node_id, rcvbuf=None):
     return c
 
 
-def listen_port(p):
-    return int(p.extra[p.extra.index("--listen") + 1].rsplit(":", 1)[1])
-
-
 def publish(s3env, rgw, tmp_path, name, nchunks, chunk):
     src = tmp_path / f"src-{name}"
     src.mkdir()
@@ -160,7 +156,7 @@ def test_byte_trickling_neighbour_is_dropped(rgw, s3env, tmp_path):
 
         victim = ws.swarm_peer(BUILD, str(tmp_path), s3env, "victim", trk, key).start()
         nodes.append(victim)
-        liar = Trickler(listen_port(victim), key, dig, nchunks)
+        liar = Trickler(ws.listen_port(victim), key, dig, nchunks)
         limit = bound(clean_s)
         took = timed_fetch(victim, pub, limit)
         print(f"clean {clean_s:.1f}s, with the trickler {took:.1f}s (bound {limit:.1f}s)")
@@ -234,7 +230,7 @@ def test_idle_connections_do_not_keep_the_seed_out(rgw, s3env, tmp_path):
         nodes.append(victim)
         # Every slot (--max-neighbors 16) and more: whatever room a node
         # lends for a while is taken too, and each one closed comes back.
-        crowd = IdleCrowd(listen_port(victim), key, 20)
+        crowd = IdleCrowd(ws.listen_port(victim), key, 20)
         assert crowd.opened >= 16
         # Every slot is taken before the victim hears of the seed.
         assert victim.metric("weightswarm_p2pd_peer_neighbors") >= 16
@@ -260,10 +256,7 @@ REFUSED = "weightswarm_p2pd_peer_connections_refused_total"
 
 
 def test_handshake_flood_is_refused_and_counted(rgw, s3env, tmp_path):
-    key = ws.write_cluster_key(str(tmp_path / "flood.key"))
-    lport = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="flooded",
-                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    p, key, lport = ws.lone_peer(BUILD, str(tmp_path), s3env, "flooded")
     flood = []
     try:
         assert p.metric(REFUSED) == 0
@@ -328,10 +321,7 @@ def origin(rgw, s3env, tmp_path, name):
     host, port = rgw.endpoint.split("//")[1].split(":")
     proxy = FlipProxy(host, int(port), flip_at=None, rate=UP_RATE)
     env = dict(s3env, AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{proxy.port}")
-    key = ws.write_cluster_key(str(tmp_path / f"{name}.key"))
-    lport = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), env, name=name,
-                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    p, key, lport = ws.lone_peer(BUILD, str(tmp_path), env, name)
     return proxy, p, key, lport
 
 

@@ -49,10 +49,7 @@ def start(rgw, s3env, tmp_path, **proxy_args):
     host, port = rgw.endpoint.split("//")[1].split(":")
     proxy = FlipProxy(host, int(port), **dict(dict(flip_at=None, rate=RATE), **proxy_args))
     env = dict(s3env, AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{proxy.port}")
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    lport = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), env, name="origin",
-                extra=["--listen", f"127.0.0.1:{lport}", "--cluster-key", key]).start()
+    p, key, lport = ws.lone_peer(BUILD, str(tmp_path), env, "origin")
     return proxy, p, key, lport
 
 

@@ -182,10 +182,7 @@ def test_plaintext_seed_serves_chunks_with_sendfile(rgw, s3env, rel, tmp_path):
 def target_and_neighbour(tmp_path, s3env, node_id):
     """A p2pd listening on loopback (no tracker) and a Python neighbour
     connected to it and authenticated: (p2pd, wsproto.Conn)."""
-    key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
-    port = ws.free_port()
-    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="target",
-                extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
+    p, key, port = ws.lone_peer(BUILD, str(tmp_path), s3env, "target")
     try:
         c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id=node_id)
         assert c.handshake()

@@ -411,11 +411,17 @@ def swarm_peer(build, workdir, env, name, tracker, key, extra=(), binary_build=N
     return d
 
 
+def listen_port(p):
+    """The peer port a P2pd started with --listen listens on."""
+    return int(p.extra[p.extra.index("--listen") + 1].rsplit(":", 1)[1])
+
+
 def lone_peer(build, workdir, env, name):
     """A p2pd listening on a free loopback port with a new cluster key and
     no tracker, started, for tests that play its neighbours:
-    (p2pd, key path, port)."""
-    key = write_cluster_key(os.path.join(workdir, "cluster.key"))
+    (p2pd, key path, port). env decides where it reads S3 (a test's slow
+    proxy, say)."""
+    key = write_cluster_key(os.path.join(workdir, f"{name}.key"))
     port = free_port()
     p = P2pd(build, workdir, env, name=name,
              extra=["--listen", f"127.0.0.1:{port}", "--cluster-key", key]).start()
