@@ -107,8 +107,27 @@
  * 1.300 against 1.350 (three); the model agreed (docs/scale.md).
  * Sessions 4-7, before pieces were served onwards as they arrive and with
  * up to 16 requests over all: depth 2 gave N=4, U=B 1.10-1.11 x T_min and
- * N=8, U=4B 1.12, depth 3 1.10-1.13 and 1.085. */
+ * N=8, U=4B 1.12, depth 3 1.10-1.13 and 1.085.
+ * The most: one each (peer_picker_depth, picker.c) while PEER_REQS_MAX
+ * neighbours or more are ready and chunks come slowly (below), so that
+ * the requests go to as many neighbours as there are requests and none
+ * waits second in a queue while another neighbour idles. Bench,
+ * interleaved (session 33): 48 nodes 1.312 x T_min against 1.338, 24
+ * nodes 1.191 against 1.215, fifo 1.388 against 1.404 (medians of three,
+ * better or equal in every pair). With fewer neighbours two keep the
+ * downlink full (the model's 8-node swarms lost with one: up to 1.21). */
 #define PEER_PIPELINE_DEPTH 2u
+/* ...and only while a whole chunk takes this long or more at the typical
+ * rate chunks come from neighbours (peer_neighbors_t.rx_bps). In the
+ * model at 25 Gbit/s (16 MiB chunks in ~20 ms) one request per neighbour
+ * everywhere starved the nodes that fell behind: most of their
+ * neighbours refused them busy (each then not asked for
+ * PEER_BUSY_RETRY_MS) and they had one to three requests out where two
+ * per neighbour kept eight; 100 nodes x 140 GB 1.59 x T_min against 1.08,
+ * though the median node gained (docs/scale.md, session 33). Where a
+ * chunk takes longer than that wait, as on the bench's links (0.5-3 s),
+ * one per neighbour gained (above). */
+#define PEER_DEPTH_ONE_CHUNK_MS PEER_BUSY_RETRY_MS
 /* Chunk requests in flight over all neighbours at once (each neighbour
  * still PEER_PIPELINE_DEPTH at most). With 16 neighbours x 3 (the depth
  * then), up to 48 chunks shared one download link: at 48 nodes on 16

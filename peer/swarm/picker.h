@@ -3,16 +3,18 @@
  * fetcher may take in swarm mode.
  *
  * Peers: peer_picker_fill() tops a neighbour's pipeline up to
- * PEER_PIPELINE_DEPTH requests. Candidates are chunks the neighbour holds
- * and we miss, in the releases we are fetching; the best is the one with
- * the lowest (tier, availability): single-chunk files first, then every
- * file's first chunk (the safetensors header), then the rest, and within a
- * tier the chunk the fewest neighbours hold (rarest first), so copies
- * spread through the swarm instead of everyone fetching the same chunk. A
- * chunk the neighbour is still fetching from S3 itself (HAVE "p") comes
- * after the ones it holds. The scan starts at a random chunk and examines
- * at most PEER_PICK_SCAN_MAX chunks per release, so a pick costs the same
- * for any release size and equal candidates are spread at random.
+ * peer_picker_depth() requests (PEER_PIPELINE_DEPTH, or one when a node
+ * has as many neighbours as it may have requests out and chunks come
+ * slowly). Candidates are chunks the neighbour holds and we miss, in the
+ * releases we are fetching; the best is the one with the lowest (tier,
+ * availability): single-chunk files first, then every file's first chunk
+ * (the safetensors header), then the rest, and within a tier the chunk
+ * the fewest neighbours hold (rarest first), so copies spread through the
+ * swarm instead of everyone fetching the same chunk. A chunk the
+ * neighbour is still fetching from S3 itself (HAVE "p") comes after the
+ * ones it holds. The scan starts at a random chunk and examines at most
+ * PEER_PICK_SCAN_MAX chunks per release, so a pick costs the same for any
+ * release size and equal candidates are spread at random.
  *
  * Endgame: when no chunk of a release is MISSING any more (all requested
  * or being written), a neighbour with free slots duplicates requests that
@@ -76,6 +78,14 @@ typedef struct peer_picker_s {
 void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
                       peer_swarm_rels_t *rels, peer_origin_t *origin,
                       const peer_tracker_state_t *tracker);
+/* Requests n's pipeline may hold now: one while at least PEER_REQS_MAX
+ * neighbours are ready and a whole chunk of the releases n may serve us
+ * takes PEER_DEPTH_ONE_CHUNK_MS or more at the typical rate chunks come
+ * (peer_neighbors_t.rx_bps), so that the requests go to as many
+ * neighbours as there are requests; else PEER_PIPELINE_DEPTH, so that
+ * few neighbours still fill the downlink and a fast neighbour streams
+ * our chunks back to back (core/tunables.h says why). */
+uint32_t peer_picker_depth(const peer_picker_t *p, const peer_neighbor_t *n);
 /* Fills n's request pipeline (see above). */
 void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n);
 /* Chunks or neighbours changed: refills every pipeline. */

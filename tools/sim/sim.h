@@ -63,6 +63,8 @@ typedef struct {
   bool forward;           /* chunks from neighbours served as they arrive */
   bool deadlines;         /* progress deadlines and request timeouts */
   bool first;             /* announces name the chunks to read first */
+  bool depth_spread;      /* one request per neighbour once reqs_max are
+                             ready (peer_picker_depth) */
   bool fill_dial;         /* a node dials the slots nobody dialed in */
 } sim_policy_t;
 

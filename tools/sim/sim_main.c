@@ -72,7 +72,10 @@ static void usage(FILE *out) {
       "  --no-first         announces do not name the chunks to read from\n"
       "                     S3 first (the rule before session 17)\n"
       "  --no-fill-dial     a node never dials the slots left for nodes\n"
-      "                     dialing it (the rule before session 18)\n",
+      "                     dialing it (the rule before session 18)\n"
+      "  --fixed-depth      every pipeline --pipeline-depth deep, however\n"
+      "                     many neighbours are ready (the rule before\n"
+      "                     session 33)\n",
       PEER_REQS_MAX, PEER_PIPELINE_DEPTH, PEER_UPLOADS_MAX, PEER_UPLOADS_SPARE,
       PEER_MAX_NEIGHBORS_DEFAULT, PEER_NBR_DIAL_SHARE, PEER_BUF_BYTES / 1024u,
       PEER_BUF_FORWARD_MIN_BYTES / 1024u, PEER_BUF_FORWARD_MS);
@@ -100,6 +103,8 @@ static int flag(const char *a, sim_cfg_t *c) {
     c->pol.first = false;
   else if (strcmp(a, "--no-fill-dial") == 0)
     c->pol.fill_dial = false;
+  else if (strcmp(a, "--fixed-depth") == 0)
+    c->pol.depth_spread = false;
   else if (strcmp(a, "--no-frame-queue") == 0)
     c->frame_queue = false;
   else
@@ -266,7 +271,8 @@ static int parse(int argc, char **argv, sim_cfg_t *c) {
                    .pol = {.forward = true,
                            .deadlines = true,
                            .first = true,
-                           .fill_dial = true}};
+                           .fill_dial = true,
+                           .depth_spread = true}};
   for (int i = 1; i < argc; i++) {
     const char *name = argv[i];
     if (flag(name, c))

@@ -5,12 +5,14 @@
  * that re-states peer_picker_fill (picker.c): from a random chunk, at most
  * PEER_PICK_SCAN_MAX chunks, endgame when no chunk is MISSING; a neighbour
  * gets requests while it has fewer than --pipeline-depth
- * (PEER_PIPELINE_DEPTH) and the node fewer than --reqs-max (PEER_REQS_MAX)
- * over all neighbours. A request holds its slot until its CHUNK header
- * (neighbor_conn.c: the download then holds the chunk, not the request) or
- * its REJECT; the first header of a chunk wins, the node CANCELs its other
- * requests for it, and tells its neighbours HAVE "p" (download.c: served
- * on as it arrives).
+ * (PEER_PIPELINE_DEPTH; one once --reqs-max neighbours are ready and
+ * chunks come slowly, as peer_picker_depth, unless --fixed-depth) and the
+ * node fewer than --reqs-max (PEER_REQS_MAX) over all neighbours. A
+ * request holds its slot until its CHUNK header (neighbor_conn.c: the
+ * download then holds the chunk, not the request) or its REJECT; the
+ * first header of a chunk wins, the node CANCELs its other requests for
+ * it, and tells its neighbours HAVE "p" (download.c: served on as it
+ * arrives).
  *
  * The server side re-states upload.c: a queue of PEER_SERVE_QUEUE_MAX per
  * neighbour; with nothing streaming to it, the first held chunk (else the
@@ -182,7 +184,15 @@ void sim_node_fill_conn(sim_t *s, uint32_t cid) {
   const sim_policy_t *pol = &s->cfg.pol;
   if (!c->up || !n->joined || n->done || s->now < c->busy_until)
     return;
-  while (c->nreqs < pol->depth && n->nreqs < pol->reqs_max) {
+  /* peer_picker_depth: one deep once reqs_max neighbours are ready and
+   * chunks come slowly. */
+  uint32_t depth = pol->depth_spread && n->nready >= pol->reqs_max &&
+                           n->rx_Bps > 0 &&
+                           (double)s->cfg.chunk_bytes / n->rx_Bps >=
+                               PEER_DEPTH_ONE_CHUNK_MS / 1e3
+                       ? 1u
+                       : pol->depth;
+  while (c->nreqs < depth && n->nreqs < pol->reqs_max) {
     uint32_t g = pick(s, c);
     if (g == SIM_NONE)
       return;

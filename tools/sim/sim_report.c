@@ -360,13 +360,15 @@ static void json_head(const sim_t *s, const sim_rep_t *r) {
          "\"max_neighbors\": %u, "
          "\"dial_share\": %u, \"forward_piece_kib\": %g, \"forward_ms\": %g, "
          "\"forward\": %s, "
-         "\"deadlines\": %s, \"first\": %s, \"fill_dial\": %s}, "
+         "\"deadlines\": %s, \"first\": %s, \"fill_dial\": %s, "
+         "\"depth_spread\": %s}, "
          "\"frame_queue\": %s, "
          "\"origin_inflight\": %u, \"stripes\": %u, ",
          p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
          p->max_nbrs, p->dial_share, p->piece_bytes / 1024, p->forward_s * 1e3,
          tf(p->forward), tf(p->deadlines), tf(p->first), tf(p->fill_dial),
-         tf(c->frame_queue), c->origin_inflight, c->stripes);
+         tf(p->depth_spread), tf(c->frame_queue), c->origin_inflight,
+         c->stripes);
   printf("\"complete\": %s, \"verified_nodes\": %u, \"t_all_s\": %.4f, "
          "\"t_min_s\": %.4f, \"ratio\": %.4f, \"t_p50_s\": %.4f, "
          "\"t_p90_s\": %.4f, \"t_p99_s\": %.4f, \"t_first_s\": %.4f, ",
@@ -455,13 +457,15 @@ static void text_head(const sim_t *s, const sim_rep_t *r) {
          c->up_Bps * 8 / 1e6, c->down_Bps * 8 / 1e6, c->origin_Bps * 8 / 1e6,
          c->rtt_s * 1e6, c->ttfb_s * 1e3, c->goodput, c->quantum_s * 1e6,
          c->rto_per_mib, c->rto_s * 1e3);
-  printf("policy: reqs %u, depth %u, uploads %u (spare %u, line %u), "
+  printf("policy: reqs %u, depth %u%s, uploads %u (spare %u, line %u), "
          "neighbours %u (dial 1/%u), forward %s in %g KiB (%g ms), deadlines "
          "%s; "
          "frames behind payload %s\n",
-         p->reqs_max, p->depth, p->uploads_max, p->uploads_spare, p->line_max,
-         p->max_nbrs, p->dial_share, p->forward ? "on" : "off",
-         p->piece_bytes / 1024, p->forward_s * 1e3, p->deadlines ? "on" : "off",
+         p->reqs_max, p->depth,
+         p->depth_spread ? " (1 with reqs ready, slow chunks)" : "",
+         p->uploads_max, p->uploads_spare, p->line_max, p->max_nbrs,
+         p->dial_share, p->forward ? "on" : "off", p->piece_bytes / 1024,
+         p->forward_s * 1e3, p->deadlines ? "on" : "off",
          c->frame_queue ? "on" : "off");
   printf("complete %s, %u nodes verified: T_all %.4f s, T_min %.4f s, "
          "ratio %.4f\n"

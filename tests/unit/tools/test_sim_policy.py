@@ -67,6 +67,7 @@ def test_policy_defaults_are_p2pds_constants():
     assert p["forward_ms"] == tunable("PEER_BUF_FORWARD_MS")
     assert p["forward"] is True and p["deadlines"] is True
     assert p["first"] is True and p["fill_dial"] is True
+    assert p["depth_spread"] is True  # peer_picker_depth
     assert d["frame_queue"] is True
 
 
@@ -76,7 +77,7 @@ def test_policy_options_reach_the_model():
             "1", "--upload-line", "2", "--max-neighbors", "3", "--dial-share", "1",
             "--forward-piece-kib", "64", "--forward-ms", "5", "--no-forward",
             "--no-deadlines",
-            "--no-first", "--no-fill-dial",
+            "--no-first", "--no-fill-dial", "--fixed-depth",
             "--no-frame-queue", "--origin-inflight", "3", *TINY)
     assert d["policy"] == {"reqs_max": 2, "pipeline_depth": 1,
                            "uploads_max": 3, "uploads_spare": 1,
@@ -84,7 +85,7 @@ def test_policy_options_reach_the_model():
                            "forward_piece_kib": 64, "forward_ms": 5,
                            "forward": False,
                            "deadlines": False, "first": False,
-                           "fill_dial": False}
+                           "fill_dial": False, "depth_spread": False}
     assert d["frame_queue"] is False and d["origin_inflight"] == 3
     check_invariants(d, 6, 16)
     u = d["util"]

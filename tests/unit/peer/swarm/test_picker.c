@@ -503,6 +503,49 @@ static void test_requests_capped_over_all_neighbours(void **state) {
   sfx_teardown(s);
 }
 
+/* With PEER_REQS_MAX neighbours ready or more and chunks that take
+ * PEER_DEPTH_ONE_CHUNK_MS or more at the typical rate, each pipeline holds
+ * one request, so the requests go to that many neighbours; with fewer
+ * neighbours, no rate measured yet, or fast chunks, two each. Fails with
+ * a fixed depth (every pipeline two deep). */
+static void test_one_deep_among_many(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_m, 1);
+  /* A chunk in twice the threshold, and in a tenth of it. */
+  const uint64_t slow =
+      (uint64_t)FFX_CS * 1000u / (2 * PEER_DEPTH_ONE_CHUNK_MS);
+  const uint64_t fast =
+      (uint64_t)FFX_CS * 1000u * 10u / PEER_DEPTH_ONE_CHUNK_MS;
+  sfx_nbr_t *nb[PEER_REQS_MAX];
+  char name[8];
+  for (uint32_t i = 0; i < PEER_REQS_MAX; i++) {
+    snprintf(name, sizeof(name), "n%u", i);
+    nb[i] = sfx_neighbor(s, name, (uint16_t)(7101 + i));
+    hold_all(s, nb[i]);
+    assert_int_equal(s->set.nready, i + 1);
+    bool many = i + 1 == PEER_REQS_MAX;
+    s->set.rx_bps = 0; /* nothing came whole yet: two */
+    assert_int_equal(peer_picker_depth(&s->picker, &nb[i]->n),
+                     PEER_PIPELINE_DEPTH);
+    s->set.rx_bps = fast;
+    assert_int_equal(peer_picker_depth(&s->picker, &nb[i]->n),
+                     PEER_PIPELINE_DEPTH);
+    s->set.rx_bps = slow;
+    uint32_t want = many ? 1u : PEER_PIPELINE_DEPTH;
+    assert_int_equal(peer_picker_depth(&s->picker, &nb[i]->n), want);
+    /* The one just ready gets a full pipeline at that depth. */
+    peer_picker_fill(&s->picker, &nb[i]->n);
+    assert_int_equal(nb[i]->n.nreqs, want);
+    sfx_drop_all(nb[i]);
+  }
+  /* All of them at once: one request each, all the requests there are. */
+  peer_picker_fill_all(&s->picker);
+  for (uint32_t i = 0; i < PEER_REQS_MAX; i++)
+    assert_int_equal(nb[i]->n.nreqs, 1);
+  assert_int_equal(s->set.nreqs, PEER_REQS_MAX);
+  sfx_teardown(s);
+}
+
 /* The announce asks the tracker to have the single-chunk files we lack
  * read from S3 first ("pf"): c.bin's chunk while we lack it, nothing once
  * we hold it; never a's or b's first chunk. Fails without
@@ -630,6 +673,7 @@ int main(void) {
       cmocka_unit_test(test_origin_shared_with_neighbour),
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
+      cmocka_unit_test(test_one_deep_among_many),
       cmocka_unit_test(test_report_names_failed_file_once),
       cmocka_unit_test(test_report_keeps_closed_file_error),
       cmocka_unit_test(test_tree_stripe_from_its_parent),
