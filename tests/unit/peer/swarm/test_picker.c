@@ -44,6 +44,15 @@ static void hold_all(sfx_t *s, sfx_nbr_t *nb) {
   sfx_holds(nb, all, s->rel->total);
 }
 
+/* Neighbour "n<i>" on port 7001 + i, holding every chunk. */
+static sfx_nbr_t *holder(sfx_t *s, uint32_t i) {
+  char name[8];
+  snprintf(name, sizeof(name), "n%u", i);
+  sfx_nbr_t *nb = sfx_neighbor(s, name, (uint16_t)(7001 + i));
+  hold_all(s, nb);
+  return nb;
+}
+
 /* The far end got, as its last n frames, REQUESTs for want[0..n) in order
  * (after sfx_wait_requests). */
 static void assert_wire_requests(const sfx_nbr_t *nb, const uint32_t *want,
@@ -244,12 +253,8 @@ static void test_endgame_duplicate_cap(void **state) {
          1
   };
   sfx_nbr_t *nb[NB];
-  char name[8];
-  for (int i = 0; i < NB; i++) {
-    snprintf(name, sizeof(name), "nbr%d", i);
-    nb[i] = sfx_neighbor(s, name, (uint16_t)(7001 + i));
-    hold_all(s, nb[i]);
-  }
+  for (int i = 0; i < NB; i++)
+    nb[i] = holder(s, (uint32_t)i);
   peer_file_t *e = sfx_file(s, "e.bin", NULL);
   uint32_t g[PEER_PIPELINE_DEPTH], asked = 0, fresh = 0;
   bool dup[PEER_PIPELINE_DEPTH];
@@ -481,12 +486,8 @@ static void test_requests_capped_over_all_neighbours(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec_m, 1);
   sfx_nbr_t *nb[CAP_NBRS];
-  char name[8];
-  for (uint32_t i = 0; i < CAP_NBRS; i++) {
-    snprintf(name, sizeof(name), "n%u", i);
-    nb[i] = sfx_neighbor(s, name, (uint16_t)(7001 + i));
-    hold_all(s, nb[i]);
-  }
+  for (uint32_t i = 0; i < CAP_NBRS; i++)
+    nb[i] = holder(s, i);
   assert_true(CAP_NBRS * PEER_PIPELINE_DEPTH > PEER_REQS_MAX);
   peer_picker_fill_all(&s->picker);
   uint32_t total = 0;
@@ -517,11 +518,8 @@ static void test_one_deep_among_many(void **state) {
   const uint64_t fast =
       (uint64_t)FFX_CS * 1000u * 10u / PEER_DEPTH_ONE_CHUNK_MS;
   sfx_nbr_t *nb[PEER_REQS_MAX];
-  char name[8];
   for (uint32_t i = 0; i < PEER_REQS_MAX; i++) {
-    snprintf(name, sizeof(name), "n%u", i);
-    nb[i] = sfx_neighbor(s, name, (uint16_t)(7101 + i));
-    hold_all(s, nb[i]);
+    nb[i] = holder(s, i);
     assert_int_equal(s->set.nready, i + 1);
     bool many = i + 1 == PEER_REQS_MAX;
     s->set.rx_bps = 0; /* nothing came whole yet: two */
