@@ -177,18 +177,17 @@ static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
   }
 }
 
-uint32_t peer_picker_depth(const peer_picker_t *p, const peer_neighbor_t *n) {
+uint32_t peer_picker_depth(const peer_picker_t *p) {
   const peer_neighbors_t *set = p->nbrs;
   if (set->nready < PEER_REQS_MAX || set->rx_bps == 0)
     return PEER_PIPELINE_DEPTH;
-  /* The largest chunk of the releases n may serve us. */
+  /* The largest chunk of the releases we fetch. */
   uint64_t chunk = 0;
-  for (uint32_t i = 0; i < n->nrels; i++) {
-    const peer_swarm_rel_t *rel = swarm_rel_find(p->rels, n->rels[i].digest);
-    if (rel != NULL && rel->state == PEER_SWARM_REL_FETCHING &&
-        rel->m != NULL && rel->m->chunk_size > chunk)
+  for (const peer_swarm_rel_t *rel = p->rels->head; rel != NULL;
+       rel = rel->next)
+    if (rel->state == PEER_SWARM_REL_FETCHING && rel->m != NULL &&
+        rel->m->chunk_size > chunk)
       chunk = rel->m->chunk_size;
-  }
   return chunk * 1000u / set->rx_bps >= PEER_DEPTH_ONE_CHUNK_MS
              ? 1u
              : PEER_PIPELINE_DEPTH;
@@ -198,7 +197,7 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
   if (n->state != PEER_NEIGHBOR_READY || p->stopping || !p->ctx->running ||
       uv_now(p->ctx->loop) < n->busy_until_ms)
     return;
-  uint32_t depth = peer_picker_depth(p, n);
+  uint32_t depth = peer_picker_depth(p);
   while (n->nreqs < depth && p->nbrs->nreqs < PEER_REQS_MAX &&
          n->state == PEER_NEIGHBOR_READY) {
     pick_t best;

@@ -78,14 +78,15 @@ typedef struct peer_picker_s {
 void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
                       peer_swarm_rels_t *rels, peer_origin_t *origin,
                       const peer_tracker_state_t *tracker);
-/* Requests n's pipeline may hold now: one while at least PEER_REQS_MAX
- * neighbours are ready and a whole chunk of the releases n may serve us
- * takes PEER_DEPTH_ONE_CHUNK_MS or more at the typical rate chunks come
- * (peer_neighbors_t.rx_bps), so that the requests go to as many
- * neighbours as there are requests; else PEER_PIPELINE_DEPTH, so that
- * few neighbours still fill the downlink and a fast neighbour streams
- * our chunks back to back (core/tunables.h says why). */
-uint32_t peer_picker_depth(const peer_picker_t *p, const peer_neighbor_t *n);
+/* Requests each neighbour's pipeline may hold now: one while at least
+ * PEER_REQS_MAX neighbours are ready and a whole chunk of the releases we
+ * fetch (the largest) takes PEER_DEPTH_ONE_CHUNK_MS or more at the
+ * typical rate chunks come (peer_neighbors_t.rx_bps), so that the
+ * requests go to as many neighbours as there are requests; else
+ * PEER_PIPELINE_DEPTH, so that few neighbours still fill the downlink and
+ * fast chunks keep the depth the model found right at 25 Gbit/s
+ * (core/tunables.h says why). */
+uint32_t peer_picker_depth(const peer_picker_t *p);
 /* Fills n's request pipeline (see above). */
 void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n);
 /* Chunks or neighbours changed: refills every pipeline. */
