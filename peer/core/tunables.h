@@ -109,7 +109,8 @@
  * up to 16 requests over all: depth 2 gave N=4, U=B 1.10-1.11 x T_min and
  * N=8, U=4B 1.12, depth 3 1.10-1.13 and 1.085.
  * The most: one each (peer_picker_depth, picker.c) while PEER_REQS_MAX
- * neighbours or more are ready and chunks come slowly (below), so that
+ * neighbours or more in a swarm of ours are ready and chunks come slowly
+ * (below), so that
  * the requests go to as many neighbours as there are requests and none
  * waits second in a queue while another neighbour idles. Bench,
  * interleaved (session 33): 48 nodes 1.312 x T_min against 1.338, 24

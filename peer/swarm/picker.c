@@ -177,9 +177,30 @@ static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
   }
 }
 
+/* 1 when n sent its BITFIELD of a release we fetch. */
+static bool picker_shares(const peer_picker_t *p, const peer_neighbor_t *n) {
+  for (uint32_t i = 0; i < n->nrels; i++) {
+    const peer_neighbor_rel_t *r = &n->rels[i];
+    if (r->have.nbits == 0)
+      continue;
+    const peer_swarm_rel_t *rel = swarm_rel_find(p->rels, r->digest);
+    if (rel != NULL && rel->state == PEER_SWARM_REL_FETCHING &&
+        rel->total == r->have.nbits)
+      return true;
+  }
+  return false;
+}
+
 uint32_t peer_picker_depth(const peer_picker_t *p) {
   const peer_neighbors_t *set = p->nbrs;
   if (set->nready < PEER_REQS_MAX || set->rx_bps == 0)
+    return PEER_PIPELINE_DEPTH;
+  /* Only neighbours in a swarm of ours can take a request. */
+  uint32_t sharing = 0;
+  for (const peer_neighbor_t *n = set->head;
+       n != NULL && sharing < PEER_REQS_MAX; n = n->next)
+    sharing += n->state == PEER_NEIGHBOR_READY && picker_shares(p, n);
+  if (sharing < PEER_REQS_MAX)
     return PEER_PIPELINE_DEPTH;
   /* The largest chunk of the releases we fetch. */
   uint64_t chunk = 0;

@@ -79,7 +79,8 @@ void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
                       peer_swarm_rels_t *rels, peer_origin_t *origin,
                       const peer_tracker_state_t *tracker);
 /* Requests each neighbour's pipeline may hold now: one while at least
- * PEER_REQS_MAX neighbours are ready and a whole chunk of the releases we
+ * PEER_REQS_MAX ready neighbours have sent the BITFIELD of a release we
+ * fetch (others cannot take a request) and a whole chunk of the releases we
  * fetch (the largest) takes PEER_DEPTH_ONE_CHUNK_MS or more at the
  * typical rate chunks come (peer_neighbors_t.rx_bps), so that the
  * requests go to as many neighbours as there are requests; else

@@ -542,6 +542,31 @@ static void test_one_deep_among_many(void **state) {
   sfx_teardown(s);
 }
 
+/* Only neighbours in our release's swarm count towards the PEER_REQS_MAX
+ * that makes pipelines one deep: with fewer of them, two requests each
+ * still fill the downlink, whatever else is connected (neighbours that
+ * swap other releases, or have not sent their BITFIELD yet). Fails when
+ * every ready neighbour counts. */
+static void test_one_deep_counts_only_our_swarm(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_m, 1);
+  s->set.rx_bps = (uint64_t)FFX_CS * 1000u / (2 * PEER_DEPTH_ONE_CHUNK_MS);
+  for (uint32_t i = 0; i + 1 < PEER_REQS_MAX; i++)
+    holder(s, i);
+  sfx_nbr_t *other[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    char name[8];
+    snprintf(name, sizeof(name), "o%u", i);
+    other[i] = sfx_neighbor(s, name, (uint16_t)(7101 + i));
+  }
+  assert_true(s->set.nready >= PEER_REQS_MAX);
+  assert_int_equal(peer_picker_depth(&s->picker), PEER_PIPELINE_DEPTH);
+  /* One of them joins our swarm: eight in it, one request each. */
+  hold_all(s, other[0]);
+  assert_int_equal(peer_picker_depth(&s->picker), 1u);
+  sfx_teardown(s);
+}
+
 /* The announce asks the tracker to have the single-chunk files we lack
  * read from S3 first ("pf"): c.bin's chunk while we lack it, nothing once
  * we hold it; never a's or b's first chunk. Fails without
@@ -670,6 +695,7 @@ int main(void) {
       cmocka_unit_test(test_origin_no_tracker_reads_all_unheld),
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
       cmocka_unit_test(test_one_deep_among_many),
+      cmocka_unit_test(test_one_deep_counts_only_our_swarm),
       cmocka_unit_test(test_report_names_failed_file_once),
       cmocka_unit_test(test_report_keeps_closed_file_error),
       cmocka_unit_test(test_tree_stripe_from_its_parent),
