@@ -195,13 +195,6 @@ uint32_t peer_picker_depth(const peer_picker_t *p) {
   const peer_neighbors_t *set = p->nbrs;
   if (set->nready < PEER_REQS_MAX || set->rx_bps == 0)
     return PEER_PIPELINE_DEPTH;
-  /* Only neighbours in a swarm of ours can take a request. */
-  uint32_t sharing = 0;
-  for (const peer_neighbor_t *n = set->head;
-       n != NULL && sharing < PEER_REQS_MAX; n = n->next)
-    sharing += n->state == PEER_NEIGHBOR_READY && picker_shares(p, n);
-  if (sharing < PEER_REQS_MAX)
-    return PEER_PIPELINE_DEPTH;
   /* The largest chunk of the releases we fetch. */
   uint64_t chunk = 0;
   for (const peer_swarm_rel_t *rel = p->rels->head; rel != NULL;
@@ -209,9 +202,15 @@ uint32_t peer_picker_depth(const peer_picker_t *p) {
     if (rel->state == PEER_SWARM_REL_FETCHING && rel->m != NULL &&
         rel->m->chunk_size > chunk)
       chunk = rel->m->chunk_size;
-  return chunk * 1000u / set->rx_bps >= PEER_DEPTH_ONE_CHUNK_MS
-             ? 1u
-             : PEER_PIPELINE_DEPTH;
+  if (chunk * 1000u / set->rx_bps < PEER_DEPTH_ONE_CHUNK_MS)
+    return PEER_PIPELINE_DEPTH;
+  /* Only neighbours in a swarm of ours can take a request. Last, as the
+   * dearest test: it stops at the PEER_REQS_MAX-th such neighbour. */
+  uint32_t sharing = 0;
+  for (const peer_neighbor_t *n = set->head;
+       n != NULL && sharing < PEER_REQS_MAX; n = n->next)
+    sharing += n->state == PEER_NEIGHBOR_READY && picker_shares(p, n);
+  return sharing < PEER_REQS_MAX ? PEER_PIPELINE_DEPTH : 1u;
 }
 
 void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
