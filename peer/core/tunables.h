@@ -110,13 +110,14 @@
  * N=8, U=4B 1.12, depth 3 1.10-1.13 and 1.085.
  * The most: one each (peer_picker_depth, picker.c) while PEER_REQS_MAX
  * neighbours or more in a swarm of ours are ready and chunks come slowly
- * (below), so that
- * the requests go to as many neighbours as there are requests and none
- * waits second in a queue while another neighbour idles. Bench,
- * interleaved (session 33): 48 nodes 1.312 x T_min against 1.338, 24
- * nodes 1.191 against 1.215, fifo 1.388 against 1.404 (medians of three,
- * better or equal in every pair). With fewer neighbours two keep the
- * downlink full (the model's 8-node swarms lost with one: up to 1.21). */
+ * (below), so that the requests go to as many neighbours as there are
+ * requests and none waits second in a queue while another neighbour
+ * idles. Bench, interleaved (session 33): 48 nodes 1.312 x T_min against
+ * 1.338, 24 nodes 1.191 against 1.215, fifo 1.388 against 1.404 (medians
+ * of three, better or equal in every pair). With fewer neighbours two
+ * keep the downlink full (the model's 8-node swarms lost with one: up to
+ * 1.21). Neighbours that swap only other releases cannot take our
+ * requests and do not count (session 34). */
 #define PEER_PIPELINE_DEPTH 2u
 /* ...and only while a whole chunk takes this long or more at the typical
  * rate chunks come from neighbours (peer_neighbors_t.rx_bps). In the
