@@ -177,17 +177,24 @@ static void picker_scan(peer_picker_t *p, peer_neighbor_t *n,
   }
 }
 
+/* The release we fetch that a neighbour's entry r is about, once its
+ * BITFIELD came (of the same size as ours), or NULL. */
+static peer_swarm_rel_t *picker_fetching(const peer_picker_t *p,
+                                         const peer_neighbor_rel_t *r) {
+  if (r->have.nbits == 0)
+    return NULL;
+  peer_swarm_rel_t *rel = swarm_rel_find(p->rels, r->digest);
+  return rel != NULL && rel->state == PEER_SWARM_REL_FETCHING &&
+                 rel->total == r->have.nbits
+             ? rel
+             : NULL;
+}
+
 /* 1 when n sent its BITFIELD of a release we fetch. */
 static bool picker_shares(const peer_picker_t *p, const peer_neighbor_t *n) {
-  for (uint32_t i = 0; i < n->nrels; i++) {
-    const peer_neighbor_rel_t *r = &n->rels[i];
-    if (r->have.nbits == 0)
-      continue;
-    const peer_swarm_rel_t *rel = swarm_rel_find(p->rels, r->digest);
-    if (rel != NULL && rel->state == PEER_SWARM_REL_FETCHING &&
-        rel->total == r->have.nbits)
+  for (uint32_t i = 0; i < n->nrels; i++)
+    if (picker_fetching(p, &n->rels[i]) != NULL)
       return true;
-  }
   return false;
 }
 
@@ -224,13 +231,9 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
     memset(&best, 0, sizeof(best));
     for (uint32_t i = 0; i < n->nrels; i++) {
       peer_neighbor_rel_t *r = &n->rels[i];
-      if (r->have.nbits == 0)
-        continue;
-      peer_swarm_rel_t *rel = swarm_rel_find(p->rels, r->digest);
-      if (rel == NULL || rel->state != PEER_SWARM_REL_FETCHING ||
-          rel->total != r->have.nbits)
-        continue;
-      picker_scan(p, n, rel, r, &best);
+      peer_swarm_rel_t *rel = picker_fetching(p, r);
+      if (rel != NULL)
+        picker_scan(p, n, rel, r, &best);
     }
     if (best.rel == NULL ||
         peer_request_send(n, best.rel, best.rel->digest.b, best.file, best.g,
