@@ -113,6 +113,8 @@ struct wire_conn_s {
   uint64_t tx_rate;
   uint64_t rate_last_ns, rate_acc_ns, rate_acc_bytes;
   uint32_t unsent_limit;
+  bool up_backlogged; /* counted in cfg.uplink's backlogged */
+  uint64_t pace_rate; /* SO_MAX_PACING_RATE set (wire_uplink.c), or 0 */
 };
 
 /* wire_conn.c */
@@ -152,6 +154,13 @@ void wire_io_after_writes(wire_conn_t *c);
 void wire_rate_written(wire_conn_t *c, size_t len);
 /* Sets the socket's TCP_NOTSENT_LOWAT (best effort). */
 void wire_rate_set_unsent(wire_conn_t *c, uint32_t bytes);
+
+/* wire_uplink.c */
+/* After a write completed: c's backlogged state in its uplink, and its
+ * socket's pacing when its share changed (nothing without an uplink). */
+void wire_uplink_written(wire_conn_t *c);
+/* c is being freed: it no longer counts. */
+void wire_uplink_leave(wire_conn_t *c);
 
 /* wire_conn_file.c */
 /* The cipher steps it owes (once): start the payload's AEAD for a frame

@@ -93,6 +93,7 @@ static bool cfg_valid(const wire_conn_cfg_t *cfg, const wire_conn_cbs_t *cbs) {
 /* ---- free and close --------------------------------------------------- */
 
 static void conn_free(wire_conn_t *c) {
+  wire_uplink_leave(c);
   wire_io_drop_held(c);
   ws_frame_reader_free(c->rd);
   wire_io_conn_freed(c);

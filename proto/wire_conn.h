@@ -37,6 +37,7 @@
 #include <uv.h>
 
 #include "proto.h"
+#include "wire_uplink.h"
 
 /* Defaults for wire_conn_cfg_init (each overridable in the cfg). */
 #define WIRE_CONNECT_TIMEOUT_MS 5000u   /* resolve + TCP connect */
@@ -80,6 +81,9 @@ typedef struct {
   uint32_t max_payload; /* after auth, <= WS_MAX_PAYLOAD; 0 = none */
   size_t sendq_max_bytes;
   size_t sendq_low_bytes; /* < sendq_max_bytes */
+  /* The upload link this connection shares (borrowed, must outlive it;
+   * NULL: not paced): wire_uplink.h. */
+  wire_uplink_t *uplink;
 } wire_conn_cfg_t;
 
 /* The other side, from its HELLO (node_id..zone) and from the socket

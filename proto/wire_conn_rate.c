@@ -48,6 +48,7 @@ void wire_rate_set_unsent(wire_conn_t *c, uint32_t bytes) {
 void wire_rate_written(wire_conn_t *c, size_t len) {
   uint64_t now = uv_hrtime();
 
+  wire_uplink_written(c);
   if (c->rate_last_ns != 0) { /* more was queued since the last write */
     c->rate_acc_ns += now - c->rate_last_ns;
     c->rate_acc_bytes += len;

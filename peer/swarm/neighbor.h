@@ -187,7 +187,9 @@ struct peer_neighbors_s {
   peer_ctx_t *ctx;
   peer_bans_t *bans;     /* borrowed: checked at every handshake */
   peer_rate_t down_rate; /* --download-rate, over all neighbours */
-  wire_conn_cfg_t wcfg;  /* our side of every handshake */
+  /* --upload-rate as the pace of the sockets uploading (wire_uplink.h) */
+  wire_uplink_t uplink;
+  wire_conn_cfg_t wcfg; /* our side of every handshake */
   peer_neighbor_t *head;
   uint32_t count;       /* all states */
   uint32_t nready;      /* PEER_NEIGHBOR_READY */

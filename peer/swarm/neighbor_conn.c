@@ -634,7 +634,9 @@ void peer_neighbors_init(peer_neighbors_t *set, peer_ctx_t *ctx,
   set->downloads = downloads;
   set->on_timer = conn_timer_cb;
   peer_rate_init(&set->down_rate, cfg->download_rate);
+  wire_uplink_init(&set->uplink, cfg->upload_rate);
   wire_conn_cfg_init(&set->wcfg);
+  set->wcfg.uplink = &set->uplink;
   memcpy(set->wcfg.key, cfg->cluster_key, sizeof(set->wcfg.key));
   snprintf(set->wcfg.node_id, sizeof(set->wcfg.node_id), "%s", cfg->node_id);
   snprintf(set->wcfg.zone, sizeof(set->wcfg.zone), "%s",

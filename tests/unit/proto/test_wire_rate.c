@@ -8,6 +8,12 @@
  * socket's TCP_NOTSENT_LOWAT about 20 ms of it: for the slow client well
  * under the 128 KiB a fast connection keeps, so that a frame queued behind
  * a payload waits for little of it.
+ *
+ * With an uplink (wire_uplink.h) the server's socket is paced: the one
+ * backlogged connection gets the uplink's whole rate as its
+ * SO_MAX_PACING_RATE, the fast client then gets no more than about that,
+ * and the connection no longer counts once freed. Several share a
+ * quarter more than the rate (wire_uplink.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,6 +58,9 @@ typedef struct {
   uint64_t rate;          /* server's wire_conn_send_rate at the end */
   uint32_t limit;         /* its stats' unsent_limit then */
   int lowat;              /* the socket's TCP_NOTSENT_LOWAT then */
+  wire_uplink_t *uplink;  /* the server's, or NULL */
+  unsigned long pacing;   /* its socket's SO_MAX_PACING_RATE a quarter in */
+  uint32_t backlogged;    /* the uplink's count then */
   uint64_t got, tick_got; /* client */
   bool cli_closed;
   int cli_status;
@@ -75,6 +84,15 @@ static void piece_done(wire_conn_t *c, void *arg, int status) {
     assert_int_equal(uv_fileno((uv_handle_t *)&c->tcp, &fd), 0);
     assert_int_equal(
         getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &fx->lowat, &len), 0);
+  }
+  /* A quarter in, with more queued: the uplink's count and the pace. */
+  if (fx->done_ok == fx->npieces / 4u) {
+    socklen_t plen = sizeof(fx->pacing);
+    assert_int_equal(uv_fileno((uv_handle_t *)&c->tcp, &fd), 0);
+    assert_int_equal(
+        getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &fx->pacing, &plen), 0);
+    if (fx->uplink != NULL)
+      fx->backlogged = fx->uplink->backlogged;
   }
   if (fx->done_ok == fx->npieces)
     wire_conn_goodbye(c, WS_BYE_SHUTDOWN);
@@ -188,18 +206,24 @@ static const wire_conn_cbs_t cli_cbs = {
 
 static void on_conn(wf_loop_t *w, uv_stream_t *server) {
   fx_t *fx = w->arg;
+  wire_conn_cfg_t cfg;
 
-  wf_accept(server, true, &srv_cbs, fx, &fx->srv); /* clear: sendfile */
+  wf_cfg(&cfg, "srv", "", 7);
+  cfg.hello_version = 1; /* clear: sendfile */
+  cfg.uplink = fx->uplink;
+  assert_int_equal(wire_conn_accept(server, &cfg, &srv_cbs, fx, &fx->srv), 0);
 }
 
-static void fx_run(fx_t *fx, bool slow) {
+static void fx_run(fx_t *fx, bool slow, wire_uplink_t *uplink,
+                   unsigned rounds) {
   char path[] = "/tmp/ws-test-wire-rate-XXXXXX";
   wire_conn_cfg_t cfg;
   uint8_t *data = calloc(1, FILE_BYTES);
 
   memset(fx, 0, sizeof(*fx));
   fx->slow = slow;
-  fx->rounds = slow ? 1u : ROUNDS_FAST;
+  fx->uplink = uplink;
+  fx->rounds = slow ? 1u : rounds;
   fx->plen = slow ? SLOW_BYTES : FILE_BYTES;
   fx->total = (uint64_t)fx->plen * fx->rounds;
   fx->npieces = (unsigned)(fx->total / PIECE);
@@ -236,7 +260,7 @@ static void fx_run(fx_t *fx, bool slow) {
 static void test_slow_reader_lowers_unsent(void **state) {
   fx_t *fx = *state;
 
-  fx_run(fx, true);
+  fx_run(fx, true, NULL, 1);
   assert_true(fx->rate > 100u * 1000u);
   assert_true(fx->rate < 3u * 1000u * 1000u);
   assert_true(fx->limit >= WIRE_NOTSENT_MIN_BYTES);
@@ -248,10 +272,47 @@ static void test_slow_reader_lowers_unsent(void **state) {
 static void test_fast_reader_keeps_the_most(void **state) {
   fx_t *fx = *state;
 
-  fx_run(fx, false);
+  fx_run(fx, false, NULL, ROUNDS_FAST);
   assert_true(fx->rate > 20u * 1000u * 1000u);
   assert_int_equal(fx->limit, WIRE_NOTSENT_LOWAT_BYTES);
   assert_int_equal(fx->lowat, (int)WIRE_NOTSENT_LOWAT_BYTES);
+}
+
+/* 16 MiB through an uplink of PACED_RATE: about a second, at no more than
+ * about that rate (unpaced, loopback gives hundreds of MB/s: the test
+ * above). */
+#define PACED_RATE (16u * 1000u * 1000u)
+static void test_uplink_paces_the_socket(void **state) {
+  fx_t *fx = *state;
+  wire_uplink_t up;
+
+  wire_uplink_init(&up, PACED_RATE);
+  fx_run(fx, false, &up, 2);
+  assert_int_equal(fx->backlogged, 1);
+  assert_int_equal(fx->pacing, PACED_RATE);
+  assert_true(fx->rate > PACED_RATE / 4u);
+  assert_true(fx->rate < PACED_RATE * 3u / 2u);
+  assert_int_equal(up.backlogged, 0); /* the connection was freed */
+}
+
+/* The share: the whole rate for one (or none), a quarter more than the
+ * rate divided among several (never more than the rate); nothing without
+ * a rate. */
+static void test_uplink_share(void **state) {
+  wire_uplink_t up;
+
+  (void)state;
+  wire_uplink_init(&up, 0);
+  up.backlogged = 3;
+  assert_int_equal(wire_uplink_share(&up), 0);
+  wire_uplink_init(&up, 12000000u);
+  assert_int_equal(wire_uplink_share(&up), 12000000u);
+  up.backlogged = 1;
+  assert_int_equal(wire_uplink_share(&up), 12000000u);
+  up.backlogged = 2;
+  assert_int_equal(wire_uplink_share(&up), 7500000u);
+  up.backlogged = 5;
+  assert_int_equal(wire_uplink_share(&up), 3000000u);
 }
 
 int main(void) {
@@ -259,6 +320,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_prestate(test_slow_reader_lowers_unsent, &fx),
       cmocka_unit_test_prestate(test_fast_reader_keeps_the_most, &fx),
+      cmocka_unit_test_prestate(test_uplink_paces_the_socket, &fx),
+      cmocka_unit_test(test_uplink_share),
   };
 
   signal(SIGPIPE, SIG_IGN);
