@@ -289,6 +289,11 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
             if mode == "swarm":
                 extra += ["--listen", f"{host_ip(i)}:7610", "--tracker", f"{TRK_IP}:7600",
                           "--cluster-key", key]
+                if a.upload_share > 0:
+                    # The node's uplink as its operator would give it:
+                    # a share of its link rate (wire_uplink.h).
+                    extra += ["--upload-rate",
+                              str(int(a.upload_share * a.rate_mbit * 1e6 / 8))]
             peers.append(NsP2pd(f"{PFX}-h{i}", BUILD, work, rgw.s3env,
                                 name=f"{mode}-h{i}", extra=extra).start())
         t0 = time.time()
@@ -368,7 +373,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     return {"mode": mode, "n": N, "bytes": F, "rate_mbit": a.rate_mbit,
             "origin_mbit": a.origin_mbit, "chunk_mib": a.chunk_mib,
             "origin_inflight": a.origin_inflight or "default", "stripes": a.stripes,
-            "qdisc": a.qdisc,
+            "qdisc": a.qdisc, "upload_share": a.upload_share,
             "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
