@@ -110,7 +110,9 @@ static const ws_arg_t k_keys[KEY_LAST] = {
                       "keep a Hugging Face hub cache view of ready releases "
                       "in DIR"},
     [KEY_UPLOAD_RATE] = {"upload-rate", "P2P_UPLOAD_RATE", "SIZE", WS_ARG_SIZE,
-                         0, "upload cap in bytes/s (0 = unlimited)"},
+                         0,
+                         "upload cap in bytes/s, the uploading sockets paced "
+                         "to it (0 = unlimited)"},
     [KEY_DOWNLOAD_RATE] = {"download-rate", "P2P_DOWNLOAD_RATE", "SIZE",
                            WS_ARG_SIZE, 0,
                            "download cap in bytes/s (0 = unlimited)"},

@@ -22,7 +22,7 @@
  * little. The shares add up to a quarter more than the rate because some
  * connections cannot take theirs (the receiver's link is full): split
  * exactly, what they leave is lost, and 8 nodes sharing 100 Mbit/s links
- * finished 2-4 % later; with the quarter they finish as unpaced, and the
+ * finished 1-4 % later than unpaced; with the quarter about 1 %, and the
  * FIFO case keeps its gain (docs/benchmarks.md, session 36).
  *
  * Owner: whoever embeds it (p2pd's neighbour set); connections borrow it

@@ -38,7 +38,7 @@ typedef struct {
   char *hf_cache;         /* --hf-cache DIR: Hugging Face view, or NULL */
   char *metrics;          /* --metrics HOST:PORT: read-only /metrics,
                              /healthz, /readyz on TCP; NULL = off */
-  uint64_t upload_rate;   /* --upload-rate BYTES/s; 0 = unlimited */
+  uint64_t upload_rate;   /* --upload-rate BYTES/s (and pace); 0 = unlimited */
   uint64_t download_rate; /* --download-rate BYTES/s; 0 = unlimited */
   unsigned max_neighbors; /* --max-neighbors */
   /* Liveness (docs/operations.md): seconds without a byte from any source
