@@ -50,8 +50,10 @@
 #define WIRE_READ_BUF_BYTES (256u * 1024u)  /* held while input waits */
 /* Unsent bytes the kernel may hold per socket (TCP_NOTSENT_LOWAT): about
  * WIRE_UNSENT_MS at the rate the connection drains, within these bounds
- * (wire_conn_rate.c); the least until the rate is measured. */
-#define WIRE_NOTSENT_LOWAT_BYTES (128u * 1024u)
+ * (wire_conn_rate.c); the least until the rate is measured. The top is
+ * reached only above ~1.6 Gbit/s: there a send is worth its wake-up
+ * (docs/benchmarks.md, session 37). */
+#define WIRE_NOTSENT_LOWAT_BYTES (4096u * 1024u)
 #define WIRE_NOTSENT_MIN_BYTES (16u * 1024u)
 #define WIRE_UNSENT_MS 20u
 #define WIRE_RATE_WINDOW_MS 100u
@@ -99,13 +101,14 @@ typedef struct {
 } wire_peer_t;
 
 typedef struct {
-  uint64_t bytes_in;     /* read from the socket */
-  uint64_t bytes_out;    /* written to the socket (write completed) */
-  uint64_t frames_in;    /* complete frames received, handshake included */
-  uint64_t frames_out;   /* frames queued, handshake included */
-  size_t sendq_bytes;    /* queued (held back or in uv_write), not written */
-  uint64_t send_waits;   /* the file queue found the socket full and waited */
-  uint32_t unsent_limit; /* TCP_NOTSENT_LOWAT now (wire_conn_rate.c) */
+  uint64_t bytes_in;       /* read from the socket */
+  uint64_t bytes_out;      /* written to the socket (write completed) */
+  uint64_t frames_in;      /* complete frames received, handshake included */
+  uint64_t frames_out;     /* frames queued, handshake included */
+  size_t sendq_bytes;      /* queued (held back or in uv_write), not written */
+  size_t sendq_file_bytes; /* of them, file pieces: no memory of ours */
+  uint64_t send_waits;     /* the file queue found the socket full and waited */
+  uint32_t unsent_limit;   /* TCP_NOTSENT_LOWAT now (wire_conn_rate.c) */
 } wire_conn_stats_t;
 
 /* Handshake done (both AUTHs checked); peer borrowed for the call (also
@@ -120,8 +123,8 @@ typedef void (*wire_conn_frame_cb)(wire_conn_t *c, const ws_msg_t *msg);
  * offset within the payload; last marks the final piece. */
 typedef void (*wire_conn_payload_cb)(wire_conn_t *c, const uint8_t *data,
                                      size_t len, uint64_t off, bool last);
-/* Queued bytes fell to sendq_low_bytes after having been above it (or after
- * a send was refused with WS_ELIMIT). */
+/* Queued bytes, file pieces not counted, fell to sendq_low_bytes after
+ * having been above it (or after a send was refused with WS_ELIMIT). */
 typedef void (*wire_conn_drain_cb)(wire_conn_t *c);
 /* Exactly once. status: 0 after wire_conn_goodbye flushed or close(c, 0);
  * UV_EOF when the other side hung up after the handshake; WS_EAUTH for a

@@ -23,10 +23,10 @@
  * on an error. Back on the loop, written items complete (their done
  * callbacks run there, never on the worker); after EAGAIN a uv_poll on the
  * dup waits for the socket to take more (TCP_NOTSENT_LOWAT makes
- * "writable" mean "less than WIRE_NOTSENT_LOWAT_BYTES unsent") before the
- * next job. A batch is at most WIRE_FILE_BATCH_ITEMS items and about
- * WIRE_FILE_BATCH_BYTES, so the caller's next pieces keep coming while the
- * socket drains.
+ * "writable" mean "less unsent than the connection's limit",
+ * wire_conn_rate.c) before the next job. A batch is at most
+ * WIRE_FILE_BATCH_ITEMS items and about WIRE_FILE_BATCH_BYTES, so the caller's
+ * next pieces keep coming while the socket drains.
  *
  * Order: the first file piece waits until libuv's own write queue is empty
  * (all its bytes are in the kernel). From then on every write of the
@@ -381,8 +381,7 @@ int wire_conn_send_file(wire_conn_t *c, int fd, uint64_t off, size_t len,
     it->len += it->last ? WS_PAYLOAD_TAG_LEN : 0;
   }
   c->st.sendq_bytes += it->len;
-  if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
-    c->drain_wanted = true;
+  c->st.sendq_file_bytes += it->len; /* not held: no drain owed */
   c->payload_left -= len;
   wire_file_enqueue(c, it);
   if (c->payload_left == 0)

@@ -42,7 +42,10 @@
  * handed over as complete.
  * sendq_bytes counts everything queued and not yet written; frames are
  * refused past sendq_max_bytes, raw payload pieces never (their memory is
- * the caller's).
+ * the caller's). File pieces (wire_conn_send_file) hold no memory at all
+ * and count towards neither bound (io_held_bytes): the caller sizes them
+ * to the connection's rate, and a fast connection's large pieces must not
+ * lock its frames out.
  */
 #include "wire_conn-int.h"
 
@@ -64,6 +67,12 @@ static void item_free(wire_item_t *it) {
   free(it);
 }
 
+/* Queued bytes that hold memory (frames, raw pieces): what sendq_max_bytes
+ * and sendq_low_bytes bound. */
+static size_t io_held_bytes(const wire_conn_t *c) {
+  return c->st.sendq_bytes - c->st.sendq_file_bytes;
+}
+
 static void io_check_goodbye_done(wire_conn_t *c) {
   if (c->state == WC_GOODBYE && c->bye_queued && c->writes_inflight == 0 &&
       c->held_head == NULL && c->payload_left == 0 && c->fq_head == NULL &&
@@ -73,6 +82,8 @@ static void io_check_goodbye_done(wire_conn_t *c) {
 
 void wire_io_item_written(wire_conn_t *c, wire_item_t *it, int status) {
   c->st.sendq_bytes -= it->len;
+  if (it->file)
+    c->st.sendq_file_bytes -= it->len;
   if (status == 0) {
     c->st.bytes_out += it->len;
     c->last_io_ms = uv_now(c->loop);
@@ -85,7 +96,7 @@ void wire_io_item_written(wire_conn_t *c, wire_item_t *it, int status) {
 
 void wire_io_after_writes(wire_conn_t *c) {
   if (c->state == WC_OPEN && c->drain_wanted &&
-      c->st.sendq_bytes <= c->cfg.sendq_low_bytes) {
+      io_held_bytes(c) <= c->cfg.sendq_low_bytes) {
     c->drain_wanted = false;
     if (c->cbs.on_drain != NULL)
       c->cbs.on_drain(c);
@@ -145,7 +156,7 @@ static int io_enqueue_frame(wire_conn_t *c, wire_item_t *it) {
   it->len = it->dlen = it->pb.len;
   c->st.sendq_bytes += it->len;
   c->st.frames_out++;
-  if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
+  if (io_held_bytes(c) > c->cfg.sendq_low_bytes)
     c->drain_wanted = true;
   if (c->payload_left > 0) {
     if (c->held_tail != NULL)
@@ -255,9 +266,8 @@ int wire_conn_send(wire_conn_t *c, const ws_msg_t *msg) {
     it->pb.data[4] |= WS_FRAME_F_SEALED;
   /* Cap check before sealing: a refused frame must not use a sequence
    * number. A frame always fits into an empty queue. */
-  if (c->st.sendq_bytes > 0 &&
-      c->st.sendq_bytes + it->pb.len + WS_FRAME_MAC_LEN >
-          c->cfg.sendq_max_bytes) {
+  if (io_held_bytes(c) > 0 && io_held_bytes(c) + it->pb.len + WS_FRAME_MAC_LEN >
+                                  c->cfg.sendq_max_bytes) {
     item_free(it);
     c->drain_wanted = true;
     return WS_ELIMIT;
@@ -313,7 +323,7 @@ static int io_send_raw(wire_conn_t *c, const void *buf, uint8_t *inplace,
     it->len += it->last ? WS_PAYLOAD_TAG_LEN : 0;
   }
   c->st.sendq_bytes += it->len;
-  if (c->st.sendq_bytes > c->cfg.sendq_low_bytes)
+  if (io_held_bytes(c) > c->cfg.sendq_low_bytes)
     c->drain_wanted = true;
   rc = io_write(c, it);
   if (rc < 0) {

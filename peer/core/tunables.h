@@ -142,7 +142,8 @@
 /* Chunk requests a neighbour may queue with us; more get REJECT busy. */
 #define PEER_SERVE_QUEUE_MAX 16u
 /* Chunks being uploaded at once over all neighbours (each holds
- * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES). Few, so that each
+ * PEER_SERVE_BUFS buffers of PEER_SERVE_PIECE_BYTES while its chunk
+ * arrives, none when it is held: it goes from the file). Few, so that each
  * goes fast: a chunk a node holds alone (just read from S3) is whole at
  * its first neighbour in a quarter of the uplink's time for 4 chunks,
  * and that neighbour serves it on; sixteen uploads at once sent one chunk
@@ -179,6 +180,13 @@
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)
 #define PEER_SERVE_PIECE_MIN (32u * 1024u)
 #define PEER_SERVE_PIECE_MS 20u
+/* A piece of a chunk we hold (sent from the file, no buffer) may be this
+ * large on a connection fast enough to drain it in PEER_SERVE_PIECE_MS:
+ * each piece costs a worker job and a loop wake-up, and at 256 KiB a clear
+ * seed spent 0.65-0.70 CPU-s/GiB on loopback against 0.16-0.21 at 4 MiB
+ * (docs/benchmarks.md, session 37). Links under about 100 Mbit/s per
+ * connection never reach 256 KiB pieces, so this changes nothing there. */
+#define PEER_SERVE_FILE_PIECE_BYTES (4096u * 1024u)
 /* Pieces of one upload of a chunk we hold queued on the connection at
  * once (wire_conn_send_file: no buffers): one worker job writes what is
  * queued. As many bytes as the buffered path keeps in flight
