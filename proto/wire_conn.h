@@ -51,9 +51,10 @@
 /* Unsent bytes the kernel may hold per socket (TCP_NOTSENT_LOWAT): about
  * WIRE_UNSENT_MS at the rate the connection drains, within these bounds
  * (wire_conn_rate.c); the least until the rate is measured. The top is
- * reached only above ~1.6 Gbit/s: there a send is worth its wake-up
- * (docs/benchmarks.md, session 37). */
-#define WIRE_NOTSENT_LOWAT_BYTES (4096u * 1024u)
+ * WIRE_NOTSENT_BULK_BYTES on a bulk uplink (wire_uplink.h), reached above
+ * ~1.6 Gbit/s. */
+#define WIRE_NOTSENT_LOWAT_BYTES (128u * 1024u)
+#define WIRE_NOTSENT_BULK_BYTES (4096u * 1024u)
 #define WIRE_NOTSENT_MIN_BYTES (16u * 1024u)
 #define WIRE_UNSENT_MS 20u
 #define WIRE_RATE_WINDOW_MS 100u

@@ -11,7 +11,8 @@
  * chunk paid it, and the nodes of a 48-node swarm fell further behind S3
  * the longer it ran (docs/benchmarks.md, session 27). Both now follow the
  * rate the connection drains at: the kernel holds about WIRE_UNSENT_MS of
- * it (between WIRE_NOTSENT_MIN_BYTES and WIRE_NOTSENT_LOWAT_BYTES), and a
+ * it (between WIRE_NOTSENT_MIN_BYTES and WIRE_NOTSENT_LOWAT_BYTES, or
+ * WIRE_NOTSENT_BULK_BYTES on a bulk uplink, wire_uplink.h), and a
  * caller may size its pieces from wire_conn_send_rate the same way. A fast
  * connection keeps the large sizes, whose fewer writes cost less CPU per
  * byte.
@@ -64,9 +65,10 @@ void wire_rate_written(wire_conn_t *c, size_t len) {
   c->tx_rate = c->tx_rate == 0 ? sample : (3u * c->tx_rate + sample) / 4u;
   c->rate_acc_ns = c->rate_acc_bytes = 0;
   /* Only a change of a quarter or more is worth the system call. */
-  uint32_t want = (uint32_t)wire_rate_bytes(c->tx_rate, WIRE_UNSENT_MS,
-                                            WIRE_NOTSENT_MIN_BYTES,
-                                            WIRE_NOTSENT_LOWAT_BYTES);
+  bool bulk = c->cfg.uplink != NULL && c->cfg.uplink->bulk;
+  uint32_t want = (uint32_t)wire_rate_bytes(
+      c->tx_rate, WIRE_UNSENT_MS, WIRE_NOTSENT_MIN_BYTES,
+      bulk ? WIRE_NOTSENT_BULK_BYTES : WIRE_NOTSENT_LOWAT_BYTES);
   if ((uint64_t)want * 4u < (uint64_t)c->unsent_limit * 3u ||
       (uint64_t)want * 3u > (uint64_t)c->unsent_limit * 4u)
     wire_rate_set_unsent(c, want);

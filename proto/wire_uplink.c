@@ -7,6 +7,11 @@
 void wire_uplink_init(wire_uplink_t *u, uint64_t bytes_per_s) {
   u->rate = bytes_per_s;
   u->backlogged = 0;
+  u->bulk = false;
+}
+
+void wire_uplink_set_bulk(wire_uplink_t *u, bool bulk) {
+  u->bulk = bulk;
 }
 
 uint64_t wire_uplink_share(const wire_uplink_t *u) {

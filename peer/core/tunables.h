@@ -180,12 +180,14 @@
 #define PEER_SERVE_PIECE_BYTES (256u * 1024u)
 #define PEER_SERVE_PIECE_MIN (32u * 1024u)
 #define PEER_SERVE_PIECE_MS 20u
-/* A piece of a chunk we hold (sent from the file, no buffer) may be this
- * large on a connection fast enough to drain it in PEER_SERVE_PIECE_MS:
- * each piece costs a worker job and a loop wake-up, and at 256 KiB a clear
- * seed spent 0.65-0.70 CPU-s/GiB on loopback against 0.16-0.21 at 4 MiB
- * (docs/benchmarks.md, session 37). Links under about 100 Mbit/s per
- * connection never reach 256 KiB pieces, so this changes nothing there. */
+/* While the node fetches nothing (a seed: its uplink is bulk,
+ * proto/wire_uplink.h), a piece of a chunk it holds (sent from the file,
+ * no buffer) may be this large on a connection fast enough to drain it in
+ * PEER_SERVE_PIECE_MS: each piece costs a worker job and a loop wake-up,
+ * and with 256 KiB pieces and 128 KiB unsent a clear seed spent 0.64-0.75
+ * CPU-s/GiB on loopback against 0.14-0.20 with both at 4 MiB
+ * (docs/benchmarks.md, session 37). Under about 100 Mbit/s per connection
+ * pieces never reach 256 KiB, so this changes nothing there. */
 #define PEER_SERVE_FILE_PIECE_BYTES (4096u * 1024u)
 /* Pieces of one upload of a chunk we hold queued on the connection at
  * once (wire_conn_send_file: no buffers): one worker job writes what is

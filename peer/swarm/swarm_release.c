@@ -18,6 +18,20 @@
 #include "swarm/swarm_release.h"
 #include "ws_log.h"
 
+/* The node's uplink is bulk (proto/wire_uplink.h) while no release here
+ * is RESOLVING or FETCHING: then it sends no HAVE, REQUEST or manifest
+ * request anyone waits for, only what it serves. */
+static void rels_uplink_update(peer_swarm_rels_t *t) {
+  bool fetching = false;
+  for (peer_swarm_rel_t *r = t->head; r != NULL && !fetching; r = r->next)
+    fetching = r->state != PEER_SWARM_REL_READY;
+  if (t->nbrs != NULL && t->nbrs->uplink.bulk == fetching) {
+    WS_LOGD("uplink: %s",
+            fetching ? "fetching (frames urgent)" : "serving only (bulk)");
+    wire_uplink_set_bulk(&t->nbrs->uplink, !fetching);
+  }
+}
+
 static const char *rel_state_name(peer_swarm_rel_state_t st) {
   static const char *const names[PEER_SWARM_REL_STATE_LAST] = {
       "resolving", "fetching", "ready"};
@@ -37,6 +51,7 @@ void swarm_rel_set_state(peer_swarm_rel_t *rel, peer_swarm_rel_state_t to) {
   WS_LOGD("swarm %s: %s -> %s", ds, rel_state_name(rel->state),
           rel_state_name(to));
   rel->state = to;
+  rels_uplink_update(rel->t);
 }
 
 void swarm_rel_tracker_rc(const char *what, int rc) {
@@ -94,6 +109,7 @@ peer_swarm_rel_t *swarm_rel_new(peer_swarm_rels_t *t, const ws_hash_t *digest) {
   rel->next = t->head;
   t->head = rel;
   t->count++;
+  rels_uplink_update(t);
   return rel;
 }
 
@@ -110,6 +126,7 @@ void swarm_rel_free(peer_swarm_rel_t *rel) {
   assert(*pp == rel);
   *pp = rel->next;
   t->count--;
+  rels_uplink_update(t);
   for (peer_neighbor_t *n = t->nbrs->head; n != NULL; n = n->next)
     peer_requests_forget_rel(n, rel);
   ws_bitfield_free(&rel->have);

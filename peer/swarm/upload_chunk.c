@@ -1,7 +1,8 @@
 /* upload_chunk.c - one chunk going to one neighbour (upload_chunk.h).
  *
- * A chunk we hold goes in pieces of up to PEER_SERVE_FILE_PIECE_BYTES
- * (sized to the connection's rate, up_piece_max) with
+ * A chunk we hold goes in pieces of up to PEER_SERVE_PIECE_BYTES, or
+ * PEER_SERVE_FILE_PIECE_BYTES while the node fetches nothing (sized to the
+ * connection's rate, up_piece_max), with
  * wire_conn_send_file, PEER_SERVE_FILE_PIECES queued at once, from the
  * upload's own descriptor: one worker job of the connection writes what is
  * queued (proto/wire_conn_file.c), with sendfile when the connection's
@@ -95,11 +96,12 @@ static void up_pump(peer_upload_t *up);
 /* The most bytes of the next piece to up's neighbour: about
  * PEER_SERVE_PIECE_MS at the rate its connection drains, the least while
  * that is not known yet, and no more than a buffer holds unless the piece
- * goes from the file (tunables.h). */
+ * goes from the file while the node fetches nothing (tunables.h). */
 static uint32_t up_piece_max(const peer_upload_t *up) {
   uint64_t r = up->n != NULL ? wire_conn_send_rate(up->n->c) : 0;
-  uint32_t most =
-      up->from_file ? PEER_SERVE_FILE_PIECE_BYTES : PEER_SERVE_PIECE_BYTES;
+  bool bulk = up->n != NULL && up->n->set->uplink.bulk;
+  uint32_t most = up->from_file && bulk ? PEER_SERVE_FILE_PIECE_BYTES
+                                        : PEER_SERVE_PIECE_BYTES;
   return (uint32_t)wire_rate_bytes(r, PEER_SERVE_PIECE_MS, PEER_SERVE_PIECE_MIN,
                                    most) &
          ~4095u; /* whole pages (the bounds are) */

@@ -350,30 +350,30 @@ double sim_frame_queue_s(const sim_t *s, const sim_conn_t *c) {
   double bytes = 0, rate = 0;
   for (uint32_t i = 0; i < c->nups; i++)
     rate += s->flows[c->ups[i]].rate;
-  /* Pieces follow the connection's rate (PEER_SERVE_PIECE_MS): the
-   * model takes its flows' rates for the rate p2pd measures. A chunk held
-   * when its upload began goes from the file, in larger pieces at most. */
+  /* Pieces follow the connection's rate (PEER_SERVE_PIECE_MS), the
+   * model taking its flows' rates for p2pd's. A node that is done (its
+   * uplink bulk) sends held chunks in larger pieces, holds more unsent. */
+  bool bulk = s->nodes[c->server].done;
   double piece =
       (double)wire_rate_bytes((uint64_t)rate, PEER_SERVE_PIECE_MS,
                               PEER_SERVE_PIECE_MIN, PEER_SERVE_PIECE_BYTES);
   double file_piece = (double)wire_rate_bytes(
       (uint64_t)rate, PEER_SERVE_PIECE_MS, PEER_SERVE_PIECE_MIN,
-      PEER_SERVE_FILE_PIECE_BYTES);
+      bulk ? PEER_SERVE_FILE_PIECE_BYTES : PEER_SERVE_PIECE_BYTES);
   for (uint32_t i = 0; i < c->nups; i++) {
     const sim_flow_t *f = &s->flows[c->ups[i]];
     if (f->unheaded)
       continue; /* nothing of it read yet */
-    /* An upload hands at most PEER_SERVE_BUFS (= _FILE_PIECES) pieces to
-     * the socket (upload_chunk.c): what it has read and not sent. */
+    /* At most PEER_SERVE_BUFS (_FILE_PIECES) pieces read, not sent. */
     double q = sim_flow_may_send(s, f);
     double bufs = (double)PEER_SERVE_BUFS * (f->was_live ? piece : file_piece);
     bytes += q < bufs ? q : bufs;
   }
   /* And the kernel's unsent bytes before them (TCP_NOTSENT_LOWAT). */
   if (bytes > 0)
-    bytes += (double)wire_rate_bytes((uint64_t)rate, WIRE_UNSENT_MS,
-                                     WIRE_NOTSENT_MIN_BYTES,
-                                     WIRE_NOTSENT_LOWAT_BYTES);
+    bytes += (double)wire_rate_bytes(
+        (uint64_t)rate, WIRE_UNSENT_MS, WIRE_NOTSENT_MIN_BYTES,
+        bulk ? WIRE_NOTSENT_BULK_BYTES : WIRE_NOTSENT_LOWAT_BYTES);
   return bytes > 0 && rate > 0 ? bytes / rate : 0;
 }
 

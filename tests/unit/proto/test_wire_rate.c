@@ -6,8 +6,9 @@
  * receive buffer every 20 ms (about 1-2 MB/s, one payload). When the last
  * piece went, the server's rate must be what the client allowed and the
  * socket's TCP_NOTSENT_LOWAT about 20 ms of it: for the slow client well
- * under what a fast connection keeps (up to WIRE_NOTSENT_LOWAT_BYTES), so
- * that a frame queued behind a payload waits for little of it.
+ * under the 128 KiB a fast connection keeps, so that a frame queued behind
+ * a payload waits for little of it; on a bulk uplink (wire_uplink.h) a
+ * fast connection keeps about 20 ms of its rate, up to 4 MiB.
  *
  * With an uplink (wire_uplink.h) the server's socket is paced: the one
  * backlogged connection gets the uplink's whole rate as its
@@ -250,7 +251,7 @@ static void fx_run(fx_t *fx, bool slow, wire_uplink_t *uplink,
 /* One read of a 16 KiB receive buffer (the kernel doubles it) per 20 ms
  * is at most ~1.6 MB/s; timers on a busy machine run late, so the bounds
  * are wide. The kernel then holds about 20 ms of it unsent (at most
- * ~32 KiB), well under what a fast connection keeps. */
+ * ~32 KiB), well under the 128 KiB of a fast connection. */
 static void test_slow_reader_lowers_unsent(void **state) {
   fx_t *fx = *state;
 
@@ -262,20 +263,34 @@ static void test_slow_reader_lowers_unsent(void **state) {
   assert_int_equal(fx->lowat, (int)fx->limit); /* the socket has it */
 }
 
-/* Read as fast as it comes (loopback): hundreds of MB/s, and the kernel
- * holds about 20 ms of it (the limit moves only by a quarter or more),
- * several times the 128 KiB that capped it before session 37. */
+/* Read as fast as it comes (loopback): hundreds of MB/s, the most. */
 static void test_fast_reader_keeps_the_most(void **state) {
   fx_t *fx = *state;
 
   fx_run(fx, false, NULL, ROUNDS_FAST);
   assert_true(fx->rate > 20u * 1000u * 1000u);
+  assert_int_equal(fx->limit, WIRE_NOTSENT_LOWAT_BYTES);
+  assert_int_equal(fx->lowat, (int)WIRE_NOTSENT_LOWAT_BYTES);
+}
+
+/* On a bulk uplink (a node whose frames wait on no one) the same reader
+ * lets the kernel hold about 20 ms of the rate up to
+ * WIRE_NOTSENT_BULK_BYTES (the limit moves only by a quarter or more):
+ * above 20 MB/s that is over 400 KB, past the 128 KiB of the rest. */
+static void test_bulk_uplink_holds_more(void **state) {
+  fx_t *fx = *state;
+  wire_uplink_t up;
+
+  wire_uplink_init(&up, 0); /* not paced */
+  wire_uplink_set_bulk(&up, true);
+  fx_run(fx, false, &up, ROUNDS_FAST);
+  assert_true(fx->rate > 20u * 1000u * 1000u);
   uint64_t want =
       wire_rate_bytes(fx->rate, WIRE_UNSENT_MS, WIRE_NOTSENT_MIN_BYTES,
-                      WIRE_NOTSENT_LOWAT_BYTES);
+                      WIRE_NOTSENT_BULK_BYTES);
   assert_true((uint64_t)fx->limit * 4u >= want * 3u);
   assert_true((uint64_t)fx->limit * 3u <= want * 4u);
-  assert_true(fx->limit > 256u * 1024u);
+  assert_true(fx->limit > WIRE_NOTSENT_LOWAT_BYTES);
   assert_int_equal(fx->lowat, (int)fx->limit);
 }
 
@@ -321,6 +336,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_prestate(test_slow_reader_lowers_unsent, &fx),
       cmocka_unit_test_prestate(test_fast_reader_keeps_the_most, &fx),
+      cmocka_unit_test_prestate(test_bulk_uplink_holds_more, &fx),
       cmocka_unit_test_prestate(test_uplink_paces_the_socket, &fx),
       cmocka_unit_test(test_uplink_share),
   };

@@ -42,6 +42,32 @@ static void hold_all(sfx_t *s, sfx_nbr_t *nb) {
   sfx_holds(nb, all, s->rel->total);
 }
 
+/* The node's uplink is bulk (proto/wire_uplink.h: more unsent, larger
+ * pieces) only while no release here is resolving or fetching: a node
+ * that fetches sends HAVEs and REQUESTs that must not wait behind
+ * megabytes. */
+static void test_uplink_bulk_only_while_serving(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec, 1);
+  assert_false(s->set.uplink.bulk); /* FETCHING */
+  ws_hash_t d;
+  memset(&d, 0x77, sizeof(d));
+  peer_swarm_rel_t *r2 = swarm_rel_new(&s->rels, &d);
+  assert_non_null(r2);
+  assert_false(s->set.uplink.bulk); /* and RESOLVING */
+  swarm_rel_set_state(r2, PEER_SWARM_REL_READY);
+  assert_false(s->set.uplink.bulk); /* the first still FETCHING */
+  swarm_rel_free(s->rel);
+  s->rel = r2;                     /* freed by the teardown */
+  assert_true(s->set.uplink.bulk); /* READY alone: serving only */
+  peer_swarm_rel_t *r3 = swarm_rel_new(&s->rels, &s->fx.m->digest);
+  assert_non_null(r3);
+  assert_false(s->set.uplink.bulk); /* a new one resolving */
+  swarm_rel_free(r3);
+  assert_true(s->set.uplink.bulk);
+  sfx_teardown(s);
+}
+
 static void test_miss_benches_then_closes(void **state) {
   (void)state;
   sfx_t *s = sfx_setup(spec, 1);
@@ -260,6 +286,7 @@ static void test_identity_is_id_at_address(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_uplink_bulk_only_while_serving),
       cmocka_unit_test(test_miss_benches_then_closes),
       cmocka_unit_test(test_time_we_held_its_reads_is_apart),
       cmocka_unit_test(test_idle_idlest_and_room),
