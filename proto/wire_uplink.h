@@ -30,7 +30,7 @@
  * the kernel hold up to WIRE_NOTSENT_BULK_BYTES unsent instead of
  * WIRE_NOTSENT_LOWAT_BYTES (each still about WIRE_UNSENT_MS of its rate,
  * wire_conn_rate.c), and p2pd sends its held chunks in larger pieces.
- * Fewer, larger sends cost a fast seed a third of the CPU per byte; a
+ * Fewer, larger sends cost a fast seed a quarter of the CPU per byte; a
  * node that fetches keeps the small limit, because every HAVE and REQUEST
  * it sends waits behind those bytes, and in the model (docs/scale.md) the
  * large limit on every node made 100 nodes at 25 Gbit/s 11 % slower

@@ -24,9 +24,12 @@ softirq, is not counted) and one page-cache write (pwrite of 256 KiB
 pieces into a new file). The targets (docs/benchmarks.md): seed at most
 0.3 CPU-s/GiB, fetcher at most 1.3 x that reference. Next to the seed's
 figure: a bare sender's, one thread sending the release's largest file
-from the page cache to a loopback socket with sendfile (on loopback the
-sender's system time carries the receive path too, for p2pd's seed as for
-this probe, so this is the least a seed can cost on this machine). One AES-256-GCM pass
+from the page cache to a loopback socket with sendfile. On loopback the
+sender's system time carries part of the receive path too (the part its
+own sends deliver; what the receiver's reads deliver counts against the
+receiver), for p2pd's seed as for this probe, so the two compare only
+roughly, and seed and fetcher are best read together as well
+(docs/benchmarks.md, session 37). One AES-256-GCM pass
 (OpenSSL EVP through the cryptography package, when installed) is
 measured too: a sealed payload costs each side one.
 
@@ -183,9 +186,8 @@ def sendfile_cpu_s_per_gib(path, size):
     """CPU-s/GiB of sending size bytes of the file at path (in the page
     cache, looped over) to a loopback TCP connection with sendfile, 1 MiB a
     call: the sending thread's CPU only (another thread reads and drops
-    them). The least a seed's kernel work can be here: on loopback the
-    sender's system time also carries the receive path, which its softirq
-    runs, as it does for p2pd's seed."""
+    them). On loopback the sender's system time also carries the part of
+    the receive path its own sends deliver, as it does for p2pd's seed."""
     srv = socket.create_server(("127.0.0.1", 0))
     snd = socket.create_connection(srv.getsockname())
     rcv, _ = srv.accept()
