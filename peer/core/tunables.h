@@ -191,11 +191,11 @@
 #define PEER_SERVE_FILE_PIECE_BYTES (4096u * 1024u)
 /* Pieces of one upload of a chunk we hold queued on the connection at
  * once (wire_conn_send_file: no buffers): one worker job writes what is
- * queued. As many bytes as the buffered path keeps in flight
- * (PEER_SERVE_BUFS), so frames queued behind wait no longer than before;
- * 8 lowered the clear seed's CPU a little more on loopback
- * (docs/benchmarks.md, "Cost per byte") but would quadruple that wait on a
- * slow link. */
+ * queued. As many as the buffered path keeps in flight (PEER_SERVE_BUFS),
+ * so frames queued behind wait no longer than before (while the node
+ * fetches, when the pieces are as small); 8 lowered the clear seed's CPU
+ * a little more on loopback (docs/benchmarks.md, "Cost per byte") but
+ * would quadruple that wait on a slow link. */
 #define PEER_SERVE_FILE_PIECES 2u
 /* retry_after_ms in a REJECT busy. */
 #define PEER_BUSY_RETRY_MS 250u
