@@ -184,7 +184,7 @@
  * proto/wire_uplink.h), a piece of a chunk it holds (sent from the file,
  * no buffer) may be this large on a connection fast enough to drain it in
  * PEER_SERVE_PIECE_MS: each piece costs a worker job and a loop wake-up,
- * and with 256 KiB pieces and 128 KiB unsent a clear seed spent 0.64-0.75
+ * and with 256 KiB pieces and 128 KiB unsent a clear seed spent 0.53-0.75
  * CPU-s/GiB on loopback against 0.17-0.20 with both at 4 MiB
  * (docs/benchmarks.md, session 37). Under about 100 Mbit/s per connection
  * pieces never reach 256 KiB, so this changes nothing there. */
