@@ -43,7 +43,7 @@ def host_ip(i):
     return f"{NET}.{10 + i}"
 
 
-def shape(ns, dev, mbit, qdisc="ack"):
+def shape(ns, dev, mbit, qdisc="ack", queue_ms=0):
     """Rate mbit on dev's egress. qdisc "fifo": one htb class and a plain
     FIFO under it (htb's default leaf), what a node whose queue discipline
     is not kind gets. qdisc "ack" (the default): one htb link class, with small TCP packets
@@ -59,6 +59,7 @@ def shape(ns, dev, mbit, qdisc="ack"):
            "r2q", "1000")
         sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
            "rate", f"{mbit}mbit", "ceil", f"{mbit}mbit")
+        leaf_limit(tc, dev, mbit, queue_ms, ["1:1"])
         return
     sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20",
        "r2q", "1000")
@@ -71,14 +72,29 @@ def shape(ns, dev, mbit, qdisc="ack"):
     sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
        "u32", "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff80",
        "at", "2", "flowid", "1:10")
+    leaf_limit(tc, dev, mbit, queue_ms, ["1:10", "1:20"])
+
+
+def leaf_limit(tc, dev, mbit, queue_ms, classes):
+    """With queue_ms, each leaf class queues at most queue_ms of the link's
+    rate (a byte FIFO, at least 10 full frames) instead of htb's default
+    leaf, a FIFO of txqueuelen (1000) packets: 0.75 s of a 16 Mbit/s link,
+    where a switch port holds well under a millisecond of 25 Gbit/s."""
+    if not queue_ms:
+        return
+    limit = max(10 * 1514, int(mbit * 1e6 / 8 * queue_ms / 1000))
+    for i, cls in enumerate(classes):
+        sh(*tc, "qdisc", "add", "dev", dev, "parent", cls, "handle", f"{100 + i}:",
+           "bfifo", "limit", str(limit))
 
 
 class Net:
-    def __init__(self, n, rate_mbit, origin_mbit, cc=None, qdisc="ack"):
+    def __init__(self, n, rate_mbit, origin_mbit, cc=None, qdisc="ack", queue_ms=0):
         self.pids = {}  # namespace name -> a process in it (tx_bytes)
         self.n = n
         self.cc = cc
         self.qdisc = qdisc
+        self.queue_ms = queue_ms
         self.ns = []
         self.cleanup()
         sh("ip", "netns", "add", f"{PFX}-br")
@@ -135,7 +151,7 @@ class Net:
             # Egress of the host (its upload) and egress of the bridge port
             # towards it (its download): rate B both ways.
             for nsx, dev in ((ns, "eth0"), (f"{PFX}-br", f"{PFX}{name}b")):
-                shape(nsx, dev, mbit, self.qdisc)
+                shape(nsx, dev, mbit, self.qdisc, self.queue_ms)
 
     def host_bytes(self, sent=False):
         """Bytes each host has received on its link, h1..hN, or with sent
@@ -418,7 +434,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
     return {"mode": mode, "n": N, "bytes": F, "rate_mbit": a.rate_mbit,
             "origin_mbit": a.origin_mbit, "chunk_mib": a.chunk_mib,
             "origin_inflight": a.origin_inflight or "default", "stripes": a.stripes,
-            "qdisc": a.qdisc, "upload_share": a.upload_share,
+            "qdisc": a.qdisc, "queue_ms": a.queue_ms, "upload_share": a.upload_share,
             "t_hosts_s": [round(t, 2) for t in times], "t_all_s": round(t_all, 2),
             "t_min_s": round(t_min, 2), "ratio": round(t_all / t_min, 3),
             "origin_bytes": origin, "origin_ratio": round(origin / F, 4),
@@ -512,7 +528,7 @@ def run(a):
     os.chmod(work, 0o755)
     net = rgw = None
     try:
-        net = Net(a.peers, a.rate_mbit, a.origin_mbit, a.cc, a.qdisc)
+        net = Net(a.peers, a.rate_mbit, a.origin_mbit, a.cc, a.qdisc, a.queue_ms)
         rgw = Rgw(bind=S3_IP, port=7480, mon=6789, netns=f"{PFX}-s3")
         rgw.s3env["AWS_ENDPOINT_URL_S3"] = f"http://{S3_IP}:7480"
         src = os.path.join(work, "model")
