@@ -307,8 +307,9 @@ def wait_all(peers, digest, t0, timeout=3600, timeline=None, origin_mib=None, st
 # How often the wait loop asks each host how its release stands. A host's
 # time is the release's own finished_at (to the millisecond, p2pd's clock
 # is this machine's), not when the loop saw it, so a slower poll loses no
-# precision; at 50 ms the loop made ~600 API calls a second at 48 hosts,
-# each run on a host's loop thread.
+# precision. At 48 hosts the loop made 359 API calls a second at 50 ms
+# and makes 95 at 0.5 s (counted over one run each), each run on a
+# host's loop thread.
 POLL_S = 0.5
 
 
