@@ -15,6 +15,33 @@ BUILD = os.path.join(ROOT, "build")
 MiB = 1 << 20
 
 
+# Every mode shares radosgw's directory and the swarm's namespace names, so
+# two runs at once tear down each other's setup; one waits for the other.
+LOCK_PATH = ("/run/lock/weightswarm-bench.lock" if os.path.isdir("/run/lock")
+             else "/tmp/weightswarm-bench.lock")
+
+
+def exclusive(path=LOCK_PATH, out=sys.stderr):
+    """Holds the benchmark's lock for as long as the returned file stays
+    open (the process's life): at once when it is free, else after saying
+    who holds it and waiting for it."""
+    import fcntl
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        print(f"tools/bench: another run holds {path} ({holder}); waiting for it",
+              file=out, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    return f
+
+
 def sh(*args, **kw):
     kw.setdefault("check", True)
     return subprocess.run(args, **kw)
