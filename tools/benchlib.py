@@ -1,5 +1,6 @@
 """Shared pieces of tools/bench: build, radosgw, publishing, process
 stats, and the cold benchmark."""
+import fcntl
 import json
 import os
 import shutil
@@ -21,11 +22,10 @@ LOCK_PATH = ("/run/lock/weightswarm-bench.lock" if os.path.isdir("/run/lock")
              else "/tmp/weightswarm-bench.lock")
 
 
-def exclusive(path=LOCK_PATH, out=sys.stderr):
+def exclusive(path=LOCK_PATH):
     """Holds the benchmark's lock for as long as the returned file stays
     open (the process's life): at once when it is free, else after saying
     who holds it and waiting for it."""
-    import fcntl
     f = open(path, "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -33,7 +33,7 @@ def exclusive(path=LOCK_PATH, out=sys.stderr):
         f.seek(0)
         holder = f.read().strip() or "unknown"
         print(f"tools/bench: another run holds {path} ({holder}); waiting for it",
-              file=out, flush=True)
+              file=sys.stderr, flush=True)
         fcntl.flock(f, fcntl.LOCK_EX)
     f.seek(0)
     f.truncate()
