@@ -187,11 +187,20 @@
 #define TRK_REPLY_PEERS_DEFAULT 16u
 #define TRK_SELECT_SCAN_MAX 512u /* members examined per selection */
 /* A member named by this many replies ranks after those named fewer
- * times (trk_select.c): a reply names 16 and a node dials 8 of them, so
- * about as often as a member's slots can take in. Below it the order is
- * random: least named first outright chained each joiner to the ones
- * just before it, and the model's 48 nodes took 3.5 % longer. */
+ * times, useful or not (trk_select.c): a reply names 16 and a node dials
+ * 8 of them, so about as often as a member's slots can take in. Below it
+ * the order is by usefulness, then random: least named first outright
+ * chained each joiner to the ones just before it, and the model's 48
+ * nodes took 3.5 % longer. */
 #define TRK_NAMED_FULL 16u
+/* A useful member holding at least 1/TRK_RICH_SHARE_DIV of the release's
+ * chunks ranks before the count (trk_select.c): a node joining a swarm
+ * long under way, where every holder was named TRK_NAMED_FULL times, is
+ * named the holders first, not the other new joiners, who hold nothing.
+ * At a cluster-wide start nobody holds that much until every member was
+ * named that often (the small files the first joiners hold at once are a
+ * few chunks of a model's hundreds). */
+#define TRK_RICH_SHARE_DIV 4u
 
 /* --- wanted set -------------------------------------------------------- */
 /* Entries (= the wire's WS_MAX_WANTED, so one reply lists them all). When

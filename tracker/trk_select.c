@@ -1,13 +1,20 @@
 /* trk_select.c - which peers an announce reply carries.
  *
  * Rank (highest first): same zone as the asker (only when the asker has a
- * zone), then "useful": the candidate holds a chunk the asker lacks; then
- * named by fewer than TRK_NAMED_FULL replies so far. Each reply's picks
- * are counted: at a cluster-wide start every joiner's reply could name
- * only the members already joined, so the first joiners were dialed by
- * nearly everyone (slots full, later dials refused) and the last by
+ * zone), then useful (below) and holding 1/TRK_RICH_SHARE_DIV of the
+ * release (a node joining a swarm long under way finds the holders first,
+ * not the other new joiners), then named by fewer than TRK_NAMED_FULL
+ * replies so far, then "useful": the candidate holds a chunk the asker
+ * lacks. Each reply's
+ * picks are counted: at a cluster-wide start every joiner's reply could
+ * name only the members already joined, so the first joiners were dialed
+ * by nearly everyone (slots full, later dials refused) and the last by
  * nobody: in 24- and 48-node runs the nodes left with 5-10 neighbours
- * finished last (docs/benchmarks.md, session 18). A
+ * finished last (docs/benchmarks.md, session 18). The count comes before
+ * usefulness: the first joiners are also the first to hold something (the
+ * release's small files come from S3 in milliseconds), and while being
+ * useful outranked the count, every later joiner was still named them,
+ * dialed them and was refused (docs/tracker.md "Peer selection"). A
  * lease alone does not make a member useful: at a cluster-wide start the
  * lease holders were the only useful members, every joiner dialed the
  * same few, filled their slots and was refused, and at the end every
@@ -29,7 +36,8 @@
 
 #include "ws_rand.h"
 
-#define RANK_ZONE 2u
+#define RANK_ZONE 4u
+#define RANK_RICH 2u /* useful, and holds TRK_RICH_SHARE of the release */
 #define RANK_USEFUL 1u
 
 typedef struct {
@@ -57,14 +65,19 @@ static int useful(const trk_swarm_t *s, const trk_member_t *c,
   return 0;
 }
 
-/* x ranks before y: higher rank, then named fewer than TRK_NAMED_FULL
- * times where y was not, then the lower draw. */
+/* x ranks before y: same zone where y is not, then useful and rich where
+ * y is not, then named fewer than TRK_NAMED_FULL times where y was not,
+ * then useful where y is not, then the lower draw. */
 static int cand_before(const cand_t *x, const cand_t *y) {
-  if (x->rank != y->rank)
-    return x->rank > y->rank;
+  uint32_t xr = x->rank & (RANK_ZONE | RANK_RICH),
+           yr = y->rank & (RANK_ZONE | RANK_RICH);
+  if (xr != yr)
+    return xr > yr;
   int xf = x->named >= TRK_NAMED_FULL, yf = y->named >= TRK_NAMED_FULL;
   if (xf != yf)
     return yf;
+  if (x->rank != y->rank)
+    return x->rank > y->rank;
   return x->tie < y->tie;
 }
 
@@ -124,7 +137,8 @@ uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,
     int zone_maybe = zone[0] != '\0' && v->zone_hash == who->zone_hash;
     uint32_t zrank = zone_maybe ? RANK_ZONE : 0u;
     int maybe_useful = v->holds && !asker_full;
-    cand_t x = {.rank = maybe_useful ? zrank | RANK_USEFUL : zrank,
+    uint32_t urank = v->rich ? RANK_RICH | RANK_USEFUL : RANK_USEFUL;
+    cand_t x = {.rank = maybe_useful ? zrank | urank : zrank,
                 .named = v->named};
     x.tie = (uint32_t)(trk_select_rand(rng) >> 32);
     /* Full: c enters only if it ranks before the last one kept; x is the

@@ -72,6 +72,8 @@ typedef struct {
    * spared a cache miss per candidate (docs/benchmarks.md "Tracker
    * capacity", session 28). */
   bool holds;
+  /* holds && have_count >= total / TRK_RICH_SHARE_DIV (trk_select.c). */
+  bool rich;
   uint32_t named; /* replies that named it (trk_select.c) */
 } trk_mview_t;
 

@@ -136,9 +136,12 @@ size_t trk_swarm_fixed_bytes(void) {
          8u * (sizeof(trk_member_t *) + sizeof(trk_mview_t));
 }
 
-/* Keeps mview's holds in step with m's have_count and counted. */
+/* Keeps mview's holds and rich in step with m's have_count and counted. */
 static void mview_holds(trk_swarm_t *s, const trk_member_t *m) {
-  s->mview[m->idx].holds = m->have_count > 0 && m->counted;
+  trk_mview_t *v = &s->mview[m->idx];
+  v->holds = m->have_count > 0 && m->counted;
+  v->rich = v->holds && (uint64_t)m->have_count * TRK_RICH_SHARE_DIV >=
+                            (uint64_t)s->total;
 }
 
 /* Adds (add != 0) or removes m's contribution to the complete and

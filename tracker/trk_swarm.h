@@ -285,10 +285,12 @@ uint32_t trk_lease_list(const trk_member_t *m, trk_lease_t *out, uint32_t max);
 
 /* Picks at most max (<= TRK_REPLY_PEERS_MAX) members other than who, each
  * with a listen port: same non-empty zone as who first; within that,
- * members holding a chunk asker lacks; then those named by fewer than
- * TRK_NAMED_FULL replies so far (each pick counts); ties in random order
- * from *rng (xorshift state). asker is who's membership, or NULL when who has
- * not joined (it knows no chunk count yet: it lacks everything). Examines
+ * members holding a chunk asker lacks and 1/TRK_RICH_SHARE_DIV of the
+ * release; then those named by fewer than TRK_NAMED_FULL replies so far
+ * (each pick counts); then members holding a chunk asker lacks; ties in
+ * random order from *rng (xorshift state). asker is who's membership, or
+ * NULL when who has not joined (it knows no chunk count yet: it lacks
+ * everything). Examines
  * at most TRK_SELECT_SCAN_MAX members from a random start. Writes borrowed
  * peer pointers to out; returns the count. */
 uint32_t trk_select_peers(trk_swarm_t *s, const trk_peer_t *who,

@@ -1,7 +1,7 @@
 /* test_select.c - peer selection for announce replies: same zone first,
- * then holders of chunks the asker lacks (a lease alone does not count),
- * bound respected, self and non-serving peers excluded, then the members
- * named fewer than TRK_NAMED_FULL times so far, ties randomized.
+ * then the members named fewer than TRK_NAMED_FULL times so far, then
+ * holders of chunks the asker lacks (a lease alone does not count), bound
+ * respected, self and non-serving peers excluded, ties randomized.
  */
 #include "trk_fixture.h"
 
@@ -41,6 +41,13 @@ static void setup(fx_t *fx) {
   trk_swarm_member_refresh(fx->s, fx->m[8]);
 }
 
+/* Forgets how often each member was named, so that a loop of selections
+ * checks the other clauses alone. */
+static void named_reset(fx_t *fx) {
+  for (uint32_t i = 0; i < fx->s->nmembers; i++)
+    fx->s->mview[i].named = 0;
+}
+
 static void test_zone_then_useful(void **state) {
   (void)state;
   fx_t fx;
@@ -73,6 +80,7 @@ static void test_no_zone_useful_first(void **state) {
   uint64_t rng = 5;
   for (uint64_t seed = 1; seed < 40; seed++) {
     rng = seed;
+    named_reset(&fx);
     assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 2, &rng, out),
                      2);
     for (uint32_t i = 0; i < 2; i++)
@@ -86,6 +94,7 @@ static void test_no_zone_useful_first(void **state) {
   assert_int_equal(trk_peers_add(fx.reg, &info, 0, &np), 0);
   for (uint64_t seed = 1; seed < 40; seed++) {
     rng = seed;
+    named_reset(&fx);
     assert_int_equal(trk_select_peers(fx.s, np, NULL, 5, &rng, out), 5);
     for (uint32_t i = 0; i < 5; i++)
       assert_true(in(out[i], &fx, holders, 5));
@@ -165,14 +174,72 @@ static void test_named_least_first(void **state) {
   }
   for (uint32_t i = 1; i < 9; i++)
     assert_int_equal(hits[i], TRK_NAMED_FULL);
-  /* Holding a chunk the asker lacks still comes first, however often
-   * named. */
+  /* Among members named as often, holding a chunk the asker lacks comes
+   * first. */
   assert_int_equal(trk_swarm_add_have(fx.s, fx.m[3], 5), 0);
   for (int round = 0; round < 3; round++) {
     assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
                      1);
     assert_ptr_equal(out[0], fx.peer[3]);
   }
+  fx_free(&fx);
+}
+
+/* A cluster-wide start as the bench saw it (session 39): the first joiner
+ * soon holds something (the release's small files), so it is useful to
+ * every later joiner. Once TRK_NAMED_FULL replies named it, a member that
+ * holds nothing but was named less comes first: before, usefulness
+ * outranked the count, every joiner was still named the first ones, their
+ * slots were full and refused the dials, and the last joiners were left
+ * with few neighbours. Within the same count the useful one still comes
+ * first. */
+static void test_named_full_before_useful(void **state) {
+  (void)state;
+  fx_t fx;
+  const trk_peer_t *out[TRK_REPLY_PEERS_MAX];
+  fx_init(&fx, 3, 16, NULL);
+  assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], 5), 0);
+  uint64_t rng = 99;
+  for (uint32_t round = 0; round < TRK_NAMED_FULL; round++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                     1);
+    assert_ptr_equal(out[0], fx.peer[1]); /* useful, not full yet */
+  }
+  for (uint32_t round = 0; round < TRK_NAMED_FULL; round++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                     1);
+    assert_ptr_equal(out[0], fx.peer[2]); /* named less, holds nothing */
+  }
+  /* Both full now: usefulness decides again. */
+  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out), 1);
+  assert_ptr_equal(out[0], fx.peer[1]);
+  fx_free(&fx);
+}
+
+/* A node joining a swarm long under way: every holder has been named
+ * TRK_NAMED_FULL times, and other new joiners, holding nothing, have not.
+ * A holder of a real share of the release (TRK_RICH_SHARE_DIV) still comes
+ * first; a member holding only a few chunks does not outrank the count
+ * (the case above). */
+static void test_rich_before_count(void **state) {
+  (void)state;
+  fx_t fx;
+  const trk_peer_t *out[TRK_REPLY_PEERS_MAX];
+  fx_init(&fx, 3, 16, NULL);
+  for (uint32_t c = 0; c < 16u / TRK_RICH_SHARE_DIV; c++)
+    assert_int_equal(trk_swarm_add_have(fx.s, fx.m[1], c), 0);
+  fx.s->mview[fx.m[1]->idx].named = 10u * TRK_NAMED_FULL;
+  uint64_t rng = 7;
+  for (uint32_t round = 0; round < 2u * TRK_NAMED_FULL; round++) {
+    assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                     1);
+    assert_ptr_equal(out[0], fx.peer[1]);
+  }
+  /* Once the asker holds all m[1] has, m[1] is of no use to it. */
+  for (uint32_t c = 0; c < 16u / TRK_RICH_SHARE_DIV; c++)
+    assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], c), 0);
+  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out), 1);
+  assert_ptr_equal(out[0], fx.peer[2]);
   fx_free(&fx);
 }
 
@@ -187,11 +254,13 @@ typedef struct {
 
 static int ref_cmp(const void *a, const void *b) {
   const ref_cand_t *x = a, *y = b;
-  if (x->rank != y->rank)
-    return x->rank > y->rank ? -1 : 1;
+  if ((x->rank & 6u) != (y->rank & 6u))
+    return (x->rank & 6u) > (y->rank & 6u) ? -1 : 1;
   int xf = x->named >= TRK_NAMED_FULL, yf = y->named >= TRK_NAMED_FULL;
   if (xf != yf)
     return xf ? 1 : -1;
+  if (x->rank != y->rank)
+    return x->rank > y->rank ? -1 : 1;
   if (x->tie != y->tie)
     return x->tie < y->tie ? -1 : 1;
   return 0;
@@ -229,9 +298,10 @@ static uint32_t ref_select(const trk_swarm_t *s, const trk_peer_t *who,
       continue;
     uint32_t rank = 0;
     if (who->zone[0] != '\0' && strcmp(who->zone, c->peer->zone) == 0)
-      rank |= 2u;
+      rank |= 4u;
     if (ref_useful(s, c, asker))
-      rank |= 1u;
+      rank |= (uint64_t)c->have_count * TRK_RICH_SHARE_DIV >= s->total ? 3u
+                                                                      : 1u;
     cand[ncand].m = c;
     cand[ncand].rank = rank;
     cand[ncand].named = s->mview[c->idx].named;
@@ -338,6 +408,8 @@ int main(void) {
       cmocka_unit_test(test_bound_and_exclusions),
       cmocka_unit_test(test_ties_randomized),
       cmocka_unit_test(test_named_least_first),
+      cmocka_unit_test(test_named_full_before_useful),
+      cmocka_unit_test(test_rich_before_count),
       cmocka_unit_test(test_heap_matches_full_sort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
