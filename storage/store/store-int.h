@@ -94,6 +94,9 @@ int store_release_link_target(const ws_mfile_t *f, char *target, size_t len);
 int store_fs_mkdirs(const char *path);
 /* mkdir -p of the directory part of path. */
 int store_fs_mkdirs_parent(const char *path);
+/* fsync (data_only: fdatasync) of fd, every sync the store does: each
+ * passes store_crash_point("sync") first, so that tests can count them. */
+int store_fs_sync(int fd, int data_only);
 int store_fs_fsync_path(const char *path);
 int store_fs_fsync_parent(const char *path);
 int store_fs_rm_rf(const char *path);

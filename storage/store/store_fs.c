@@ -53,13 +53,16 @@ int store_path_release(const char *root, const ws_hash_t *digest, char *buf,
                         len);
 }
 
+int store_fs_sync(int fd, int data_only) {
+  store_crash_point("sync");
+  return (data_only ? fdatasync(fd) : fsync(fd)) != 0 ? -errno : 0;
+}
+
 int store_fs_fsync_path(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  int err = 0;
   if (fd < 0)
     return -errno;
-  if (fsync(fd) != 0)
-    err = -errno;
+  int err = store_fs_sync(fd, 0);
   close(fd);
   return err;
 }
@@ -192,10 +195,8 @@ int store_fs_write_atomic(const char *path, const void *data, size_t len,
     return -errno;
   if ((err = store_fs_pwrite_all(fd, data, len, 0)) != 0)
     goto fail_fd;
-  if (durable && fsync(fd) != 0) {
-    err = -errno;
+  if (durable && (err = store_fs_sync(fd, 0)) != 0)
     goto fail_fd;
-  }
   close(fd);
   if (rename(tmp, path) != 0) {
     err = -errno;

@@ -147,8 +147,8 @@ static int manifest_write(const char *dir, const char *bytes, size_t len) {
   if (fd < 0)
     return -errno;
   err = store_fs_pwrite_all(fd, bytes, len, 0);
-  if (err == 0 && fsync(fd) != 0)
-    err = -errno;
+  if (err == 0)
+    err = store_fs_sync(fd, 0);
   close(fd);
   return err;
 }
