@@ -140,8 +140,8 @@ size_t trk_swarm_fixed_bytes(void) {
 static void mview_holds(trk_swarm_t *s, const trk_member_t *m) {
   trk_mview_t *v = &s->mview[m->idx];
   v->holds = m->have_count > 0 && m->counted;
-  v->rich = v->holds && (uint64_t)m->have_count * TRK_RICH_SHARE_DIV >=
-                            (uint64_t)s->total;
+  v->rich = v->holds &&
+            (uint64_t)m->have_count * TRK_RICH_SHARE_DIV >= (uint64_t)s->total;
 }
 
 /* Adds (add != 0) or removes m's contribution to the complete and

@@ -211,7 +211,8 @@ static void test_named_full_before_useful(void **state) {
     assert_ptr_equal(out[0], fx.peer[2]); /* named less, holds nothing */
   }
   /* Both full now: usefulness decides again. */
-  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out), 1);
+  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                   1);
   assert_ptr_equal(out[0], fx.peer[1]);
   fx_free(&fx);
 }
@@ -238,7 +239,8 @@ static void test_rich_before_count(void **state) {
   /* Once the asker holds all m[1] has, m[1] is of no use to it. */
   for (uint32_t c = 0; c < 16u / TRK_RICH_SHARE_DIV; c++)
     assert_int_equal(trk_swarm_add_have(fx.s, fx.m[0], c), 0);
-  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out), 1);
+  assert_int_equal(trk_select_peers(fx.s, fx.peer[0], fx.m[0], 1, &rng, out),
+                   1);
   assert_ptr_equal(out[0], fx.peer[2]);
   fx_free(&fx);
 }
@@ -300,8 +302,8 @@ static uint32_t ref_select(const trk_swarm_t *s, const trk_peer_t *who,
     if (who->zone[0] != '\0' && strcmp(who->zone, c->peer->zone) == 0)
       rank |= 4u;
     if (ref_useful(s, c, asker))
-      rank |= (uint64_t)c->have_count * TRK_RICH_SHARE_DIV >= s->total ? 3u
-                                                                      : 1u;
+      rank |=
+          (uint64_t)c->have_count * TRK_RICH_SHARE_DIV >= s->total ? 3u : 1u;
     cand[ncand].m = c;
     cand[ncand].rank = rank;
     cand[ncand].named = s->mview[c->idx].named;

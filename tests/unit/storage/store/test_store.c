@@ -435,7 +435,7 @@ static void test_capacity_refused_up_front(void **state) {
   free(root);
 }
 
-/* ---- syncs ---------------------------------------------------------------- */
+/* ---- syncs -------------------------------------------------------------- */
 
 static int syncs_seen;
 
@@ -464,7 +464,7 @@ static void test_begin_syncs_nothing(void **state) {
   assert_int_equal(syncs_seen, 0);
   assert_int_equal(ws_store_file_open(st, &r.m->files[0], FX_CS, &pf), 0);
   assert_int_equal(ws_store_chunk_write(pf, 1, r.data[0] + FX_CS, FX_CS), 0);
-  ws_store_file_close(pf); /* checkpoints */
+  ws_store_file_close(pf);      /* checkpoints */
   assert_true(syncs_seen >= 3); /* data, bits, then the directory */
   int before = syncs_seen;
   assert_int_equal(fx_fetch_release(st, r.m, r.bytes, r.len,
