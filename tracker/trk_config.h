@@ -187,7 +187,8 @@
 #define TRK_REPLY_PEERS_DEFAULT 16u
 #define TRK_SELECT_SCAN_MAX 512u /* members examined per selection */
 /* A member named by this many replies ranks after those named fewer
- * times, useful or not (trk_select.c): a reply names 16 and a node dials
+ * times, useful or not, unless it is useful and holds 1/TRK_RICH_SHARE_DIV
+ * of the release (below; trk_select.c): a reply names 16 and a node dials
  * 8 of them, so about as often as a member's slots can take in. Below it
  * the order is by usefulness, then random: least named first outright
  * chained each joiner to the ones just before it, and the model's 48
