@@ -5,39 +5,39 @@
  * release (a node joining a swarm long under way finds the holders first,
  * not the other new joiners), then named by fewer than TRK_NAMED_FULL
  * replies so far, then "useful": the candidate holds a chunk the asker
- * lacks. Each reply's
- * picks are counted: at a cluster-wide start every joiner's reply could
- * name only the members already joined, so the first joiners were dialed
- * by nearly everyone (slots full, later dials refused) and the last by
- * nobody: in 24- and 48-node runs the nodes left with 5-10 neighbours
- * finished last (docs/benchmarks.md, session 18). The count comes before
- * usefulness: the first joiners are also the first to hold something (the
- * release's small files come from S3 in milliseconds), and while being
- * useful outranked the count, every later joiner was still named them,
- * dialed them and was refused (docs/tracker.md "Peer selection"). A
- * lease alone does not make a member useful: at a cluster-wide start the
- * lease holders were the only useful members, every joiner dialed the
- * same few, filled their slots and was refused, and at the end every
- * node dialed the holder of the last lease until its own transfers were
- * crowded out (docs/tracker.md "Peer selection"). Equal ranks are
- * then ordered by a random draw so announces spread load over all holders
- * instead of herding onto the first ones. Only members with a listen port
- * are returned. Cost is bounded: at most TRK_SELECT_SCAN_MAX members are
- * examined (a random window of the member array), each in
- * O(bitfield words + leases). The best `max` are kept in a bounded heap
- * (its root the worst kept) rather than sorting every candidate; the scan
- * reads the swarm's dense member view (peer, keyed zone hash, port,
- * whether it holds anything that counts), and only a candidate that could
- * still enter and could be useful is looked at further (the usefulness
- * test, the one read of the member): the same draws, the same picks in
- * the same order as a full sort. Loop thread only.
+ * lacks. Each reply's picks are counted: at a cluster-wide start every
+ * joiner's reply could name only the members already joined, so the first
+ * joiners were dialed by nearly everyone (slots full, later dials refused)
+ * and the last by nobody: in 24- and 48-node runs the nodes left with 5-10
+ * neighbours finished last (docs/benchmarks.md, session 18). The count
+ * comes before usefulness: the first joiners are also the first to hold
+ * something (the release's small files come whole from S3 within a
+ * fraction of a second), and while being useful outranked the count, every
+ * later joiner was still named them, dialed them and was refused
+ * (docs/tracker.md "Peer selection"). A lease alone does not make a member
+ * useful: at a cluster-wide start the lease holders were the only useful
+ * members, every joiner dialed the same few, filled their slots and was
+ * refused, and at the end every node dialed the holder of the last lease
+ * until its own transfers were crowded out (docs/tracker.md "Peer
+ * selection"). Equal ranks are then ordered by a random draw so announces
+ * spread load over all holders instead of herding onto the first ones.
+ * Only members with a listen port are returned. Cost is bounded: at most
+ * TRK_SELECT_SCAN_MAX members are examined (a random window of the member
+ * array), each in O(bitfield words + leases). The best `max` are kept in a
+ * bounded heap (its root the worst kept) rather than sorting every
+ * candidate; the scan reads the swarm's dense member view (peer, keyed
+ * zone hash, port, whether it holds anything that counts), and only a
+ * candidate that could still enter and could be useful is looked at
+ * further (the usefulness test, the one read of the member): the same
+ * draws, the same picks in the same order as a full sort. Loop thread
+ * only.
  */
 #include "trk_swarm-int.h"
 
 #include "ws_rand.h"
 
 #define RANK_ZONE 4u
-#define RANK_RICH 2u /* useful, and holds TRK_RICH_SHARE of the release */
+#define RANK_RICH 2u /* useful, and holds 1/TRK_RICH_SHARE_DIV of it */
 #define RANK_USEFUL 1u
 
 typedef struct {

@@ -149,9 +149,12 @@ int ws_store_file_import(ws_store_t *st, const ws_mfile_t *f,
   }
   if ((err = import_copy(&x, f, chunk_size, src, dst)) != 0)
     goto out_unlink;
-  if ((err = store_fs_sync(dst, 0)) != 0 ||
-      (fchmod(dst, 0444) != 0 && (err = -errno) != 0))
+  if ((err = store_fs_sync(dst, 0)) != 0)
     goto out_unlink;
+  if (fchmod(dst, 0444) != 0) {
+    err = -errno;
+    goto out_unlink;
+  }
   if ((err = store_fs_mkdirs_parent(blob)) != 0)
     goto out_unlink;
   /* As at the end of a fetch (store_file.c): over whatever file of unknown
