@@ -118,15 +118,13 @@ static void xfer_note_progress(xfer_t *x) {
   }
 }
 
-int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
-                     uint32_t j, uint64_t *written) {
+const peer_inbound_t *peer_origin_live(const peer_origin_t *o,
+                                       const peer_file_t *file, uint32_t j) {
   for (const xfer_t *x = o->head; x != NULL; x = x->next) {
-    if (x->file == file && x->j == j) {
-      *written = peer_inbound_written(x->in);
-      return peer_inbound_status(x->in) == 0;
-    }
+    if (x->file == file && x->j == j)
+      return peer_inbound_status(x->in) == 0 ? x->in : NULL;
   }
-  return 0;
+  return NULL;
 }
 
 unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,
@@ -159,10 +157,10 @@ static void xfer_wake(void *arg) {
 }
 
 /* Neighbours streaming this chunk as it arrives may send more. */
-static void xfer_progress(void *arg, uint64_t written) {
+static void xfer_progress(void *arg, uint64_t servable) {
   xfer_t *x = arg;
-  (void)written;
-  peer_file_chunk_progress(x->file, x->j);
+  (void)servable;
+  peer_file_chunk_progress(x->file, x->j, false);
 }
 
 /* A write failed or the transfer was canceled: stop the body. */
@@ -192,7 +190,7 @@ static void xfer_report(xfer_t *x, int status, const char *errmsg) {
   xfer_unlink(x);
   free(x);
   peer_file_chunk_done(file, j, PEER_SRC_ORIGIN, status, errmsg);
-  peer_file_chunk_progress(file, j);
+  peer_file_chunk_progress(file, j, true);
   peer_file_unref(file);
 }
 

@@ -53,11 +53,9 @@ void peer_upload_chunk_start(peer_uploads_t *u, peer_neighbor_t *n,
   fake_upload_log.starts++;
 }
 
-void peer_upload_chunk_pump(peer_neighbor_t *n, const peer_file_t *file,
-                            uint32_t j) {
+void peer_upload_chunk_pump(peer_neighbor_t *n, bool live_only) {
   (void)n;
-  (void)file;
-  (void)j;
+  (void)live_only;
 }
 
 int peer_upload_chunk_cancel(peer_neighbor_t *n, const ws_request_t *r) {
