@@ -104,11 +104,6 @@ static const struct {
      "Of the chunk bytes sent to peers, those sent with sendfile (clear "
      "payloads, no copy through user memory).",
      "counter", offsetof(peer_counters_t, peer_tx_sendfile_bytes)},
-    {"weightswarm_p2pd_peer_tx_unwritten_bytes_total",
-     "Of the chunk bytes sent to peers, those of a chunk still arriving here "
-     "that were copied from its receive buffers before being written (no "
-     "read from the cache).",
-     "counter", offsetof(peer_counters_t, peer_tx_unwritten_bytes)},
     {"weightswarm_p2pd_peers_banned_total",
      "Peers banned (a chunk they sent failed its hash, or a manifest they "
      "sent was not the release).",

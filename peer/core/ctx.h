@@ -33,8 +33,6 @@ typedef struct {
   uint64_t peer_rx_bytes;   /* swarm mode: chunk payload bytes received */
   uint64_t peer_tx_bytes;   /* swarm mode: chunk payload bytes sent */
   uint64_t peer_tx_sendfile_bytes; /* of those, sent with sendfile(2) */
-  uint64_t peer_tx_unwritten_bytes; /* of those, copied from the buffers of
-                                       a chunk arriving, before written */
   uint64_t peers_banned;           /* senders of a chunk that failed its hash */
   uint64_t peer_auth_failures;     /* frames/payloads failing auth after HS */
   uint64_t chunks_from_peers;      /* chunks verified that came from peers */

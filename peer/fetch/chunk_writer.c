@@ -159,32 +159,6 @@ int peer_chunk_writer_write(peer_chunk_writer_t *w, peer_buf_t *buf,
   return 0;
 }
 
-/* Copies from one buffer the part of [*off, *off + *len) it holds, if it
- * holds *off; advances the three. */
-static void chunk_writer_copy_buf(const peer_buf_t *b, uint64_t *off,
-                                  char **dst, size_t *len) {
-  if (b == NULL || *len == 0 || *off < b->off || *off >= b->off + b->len)
-    return;
-  size_t n = (size_t)(b->off + b->len - *off);
-  if (n > *len)
-    n = *len;
-  memcpy(*dst, b->data + (*off - b->off), n);
-  *off += n;
-  *dst += n;
-  *len -= n;
-}
-
-size_t peer_chunk_writer_copy(const peer_chunk_writer_t *w, uint64_t off,
-                              void *dst, size_t len) {
-  char *p = dst;
-  size_t want = len;
-  /* cur, then the queue: in file order, each following the one before. */
-  chunk_writer_copy_buf(w->cur, &off, &p, &len);
-  for (const peer_buf_t *b = w->head; b != NULL && len > 0; b = b->next)
-    chunk_writer_copy_buf(b, &off, &p, &len);
-  return want - len;
-}
-
 int peer_chunk_writer_verify(peer_chunk_writer_t *w) {
   peer_file_t *file = w->file;
   if (w->status != 0)

@@ -53,13 +53,6 @@ int peer_chunk_writer_init(peer_chunk_writer_t *w, peer_ctx_t *ctx,
  * error (nothing queued, no callback). */
 int peer_chunk_writer_write(peer_chunk_writer_t *w, peer_buf_t *buf,
                             uint64_t off) WS_MUST_USE;
-/* Copies into dst the bytes from file offset off that are queued or being
- * written (not yet given back), up to len and stopping at the first byte
- * not held: the bytes a live upload may send before they are on disk. The
- * worker only reads these buffers, so reading them here is safe. Returns
- * the bytes copied (0 when off is not held). */
-size_t peer_chunk_writer_copy(const peer_chunk_writer_t *w, uint64_t off,
-                              void *dst, size_t len);
 /* [worker] Every callback has run and the chunk's len bytes were written:
  * checks the digest (when the manifest has chunk hashes) and commits the
  * chunk (data durable, then its bit). 0, WS_EDIGEST (nothing committed),

@@ -165,8 +165,8 @@ void peer_file_chunk_live(peer_file_t *file, uint32_t j) {
   FILES_EMIT(file->t, chunk_live, file, j);
 }
 
-void peer_file_chunk_progress(peer_file_t *file, uint32_t j, bool ended) {
-  FILES_EMIT(file->t, chunk_progress, file, j, ended);
+void peer_file_chunk_progress(peer_file_t *file, uint32_t j) {
+  FILES_EMIT(file->t, chunk_progress, file, j);
 }
 
 /* ---- scheduling ---------------------------------------------------------- */

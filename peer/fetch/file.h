@@ -34,7 +34,6 @@
 #ifndef PEER_FETCH_FILE_H
 #define PEER_FETCH_FILE_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/ctx.h"
@@ -153,12 +152,9 @@ typedef struct peer_fetch_listener_s {
   void (*chunk_done)(void *arg, peer_file_t *f, uint32_t j, peer_source_t src);
   /* The origin began fetching chunk j of f. */
   void (*chunk_live)(void *arg, peer_file_t *f, uint32_t j);
-  /* More of chunk j of f can be served onwards (ended false: a buffer of
-   * it went to the writer; this may run inside the producer, an S3 body or
-   * a neighbour's payload being read, so a listener must not act on the
-   * producer from here), or its fetch ended (ended true: verified or
-   * failed; run from the fetch's report, nothing is under way). */
-  void (*chunk_progress)(void *arg, peer_file_t *f, uint32_t j, bool ended);
+  /* More of chunk j of f is written, or its origin fetch ended (verified
+   * or failed). */
+  void (*chunk_progress)(void *arg, peer_file_t *f, uint32_t j);
   /* f is a verified blob (told before its waiters). */
   void (*file_complete)(void *arg, peer_file_t *f);
   /* f failed or nobody needs it any more: stop working on it (told before
@@ -248,8 +244,8 @@ void peer_file_chunk_done(peer_file_t *file, uint32_t j, peer_source_t src,
 /* Chunk j began arriving, from the origin or a neighbour (listeners'
  * chunk_live). */
 void peer_file_chunk_live(peer_file_t *file, uint32_t j);
-/* More of chunk j can be served, or (ended) its fetch ended (listeners'
+/* More of chunk j is written, or its fetch ended (listeners'
  * chunk_progress). */
-void peer_file_chunk_progress(peer_file_t *file, uint32_t j, bool ended);
+void peer_file_chunk_progress(peer_file_t *file, uint32_t j);
 
 #endif

@@ -37,8 +37,6 @@ struct peer_inbound_s {
   peer_inbound_ops_t ops;
   uint64_t received; /* bytes taken */
   uint64_t written;  /* bytes in the partial file, in order from off */
-  uint64_t queued;   /* bytes handed to the writer (written, or in its
-                        buffers: peer_inbound_copy), in order from off */
   peer_buf_t *cur;   /* filling; written when full, at the chunk's end, or
                         once it waited (inbound_copy) */
   uint64_t cur_off;  /* file offset of cur->data[0] */
@@ -139,8 +137,12 @@ static void inbound_written(void *arg, peer_buf_t *buf, int status) {
   if (status != 0)
     inbound_write_failed(in, status);
   in->writes--;
-  if (status == 0 && in->status == 0)
-    in->written += buf->len; /* from here on read from the file */
+  if (status == 0 && in->status == 0) {
+    in->written += buf->len;
+    /* Uploads streaming this chunk as it arrives may send more. */
+    if (in->ops.progress != NULL)
+      in->ops.progress(in->ops.arg, in->written);
+  }
   /* in may be freed here; put() then wakes a parked producer (which may
    * deliver data at once), so it comes last. */
   inbound_maybe_finish(in);
@@ -166,11 +168,6 @@ static void inbound_flush(peer_inbound_t *in) {
     return;
   }
   in->writes++;
-  in->queued += buf->len;
-  /* Uploads streaming this chunk as it arrives may copy these bytes now,
-   * before they are written (see progress in inbound.h). */
-  if (in->ops.progress != NULL)
-    in->ops.progress(in->ops.arg, in->queued);
 }
 
 /* ---- taking bytes ------------------------------------------------------- */
@@ -359,19 +356,6 @@ uint64_t peer_inbound_received(const peer_inbound_t *in) {
 
 uint64_t peer_inbound_written(const peer_inbound_t *in) {
   return in->written;
-}
-
-uint64_t peer_inbound_servable(const peer_inbound_t *in) {
-  return in->queued;
-}
-
-size_t peer_inbound_copy(const peer_inbound_t *in, uint64_t pos, void *dst,
-                         size_t len) {
-  if (pos < in->written || pos >= in->queued)
-    return 0;
-  if (len > in->queued - pos)
-    len = (size_t)(in->queued - pos);
-  return peer_chunk_writer_copy(&in->cw, in->off + pos, dst, len);
 }
 
 uint32_t peer_inbound_len(const peer_inbound_t *in) {

@@ -9,11 +9,7 @@
  * (chunk_writer.h),
  * which writes the buffers in order at the chunk's offset in the partial
  * file and hashes each while writing it (no byte is read back from disk or
- * the page cache). From the moment a buffer goes to the writer its bytes
- * can be served onwards (progress): until written, an upload copies them
- * from the buffer (peer_inbound_copy), with no wait for the disk and no
- * read on a worker; after, it reads them from the file. Once the owner has
- * ended the input and every write has
+ * the page cache). Once the owner has ended the input and every write has
  * returned, a worker compares the digest with the manifest's chunk hash and
  * commits the chunk; then done() runs once with the outcome. Manifests
  * without chunk hashes (whole-file mode) commit unchecked: the file's
@@ -75,13 +71,9 @@ typedef struct {
   /* A buffer is there after PEER_INBOUND_PAUSE: resume the producer. Runs
    * only while the input has not ended. */
   void (*wake)(void *arg);
-  /* More of the chunk can be served onwards: a buffer went to the writer;
-   * servable is peer_inbound_servable, the bytes in order from the chunk's
-   * start that are written or on their way (not yet verified). It runs
-   * inside peer_inbound_data and peer_inbound_end, so it must not call
-   * back into the producer (the swarm runs its uploads at the end of the
-   * loop's turn). May be NULL. */
-  void (*progress)(void *arg, uint64_t servable);
+  /* More of the chunk is in the partial file: written bytes, in order from
+   * the chunk's start (written, not yet verified). May be NULL. */
+  void (*progress)(void *arg, uint64_t written);
   /* The chunk failed while the input may still be coming (a write failed,
    * or peer_inbound_fail): stop the producer, e.g. cancel the request. Runs
    * at most once, never inside done(). May be NULL. */
@@ -130,16 +122,6 @@ void peer_inbound_end(peer_inbound_t *in, int status, const char *msg);
 uint64_t peer_inbound_received(const peer_inbound_t *in);
 /* Bytes in the partial file so far, in order from the chunk's start. */
 uint64_t peer_inbound_written(const peer_inbound_t *in);
-/* Bytes that can be served onwards, in order from the chunk's start: the
- * written ones (read them from the partial file) and after them those still
- * in the writer's buffers (peer_inbound_copy). Not yet verified. */
-uint64_t peer_inbound_servable(const peer_inbound_t *in);
-/* Copies up to len bytes from pos (in the chunk) into dst, from the buffers
- * handed to the writer and not yet written: pos at or past
- * peer_inbound_written and before peer_inbound_servable. The bytes copied
- * (0 when pos is outside that range: written bytes come from the file). */
-size_t peer_inbound_copy(const peer_inbound_t *in, uint64_t pos, void *dst,
-                         size_t len);
 /* The chunk's length. */
 uint32_t peer_inbound_len(const peer_inbound_t *in);
 /* The first error, 0 while all is well. */

@@ -118,13 +118,15 @@ static void xfer_note_progress(xfer_t *x) {
   }
 }
 
-const peer_inbound_t *peer_origin_live(const peer_origin_t *o,
-                                       const peer_file_t *file, uint32_t j) {
+int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
+                     uint32_t j, uint64_t *written) {
   for (const xfer_t *x = o->head; x != NULL; x = x->next) {
-    if (x->file == file && x->j == j)
-      return peer_inbound_status(x->in) == 0 ? x->in : NULL;
+    if (x->file == file && x->j == j) {
+      *written = peer_inbound_written(x->in);
+      return peer_inbound_status(x->in) == 0;
+    }
   }
-  return NULL;
+  return 0;
 }
 
 unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,
@@ -157,10 +159,10 @@ static void xfer_wake(void *arg) {
 }
 
 /* Neighbours streaming this chunk as it arrives may send more. */
-static void xfer_progress(void *arg, uint64_t servable) {
+static void xfer_progress(void *arg, uint64_t written) {
   xfer_t *x = arg;
-  (void)servable;
-  peer_file_chunk_progress(x->file, x->j, false);
+  (void)written;
+  peer_file_chunk_progress(x->file, x->j);
 }
 
 /* A write failed or the transfer was canceled: stop the body. */
@@ -190,7 +192,7 @@ static void xfer_report(xfer_t *x, int status, const char *errmsg) {
   xfer_unlink(x);
   free(x);
   peer_file_chunk_done(file, j, PEER_SRC_ORIGIN, status, errmsg);
-  peer_file_chunk_progress(file, j, true);
+  peer_file_chunk_progress(file, j);
   peer_file_unref(file);
 }
 

@@ -24,7 +24,6 @@
 
 #include "core/ctx.h"
 #include "fetch/file.h"
-#include "fetch/inbound.h"
 
 typedef struct peer_origin_s peer_origin_t;
 
@@ -43,11 +42,11 @@ void peer_origin_stop(peer_origin_t *o);
  * (see tunables.h, PEER_ORIGIN_LEAD_MAX_MS). */
 int peer_origin_streaming(const peer_origin_t *o, const peer_file_t *file,
                           uint32_t j);
-/* The inbound of chunk j of file while it is being fetched and nothing has
- * failed yet (borrowed for the call: its bytes so far, peer_inbound_written
- * and peer_inbound_copy); NULL when no transfer has it. */
-const peer_inbound_t *peer_origin_live(const peer_origin_t *o,
-                                       const peer_file_t *file, uint32_t j);
+/* 1 while chunk j of file is being fetched and nothing has failed yet;
+ * *written: its bytes in the partial file so far, in order from its start
+ * (written, not yet verified). 0 when no transfer has it. */
+int peer_origin_live(const peer_origin_t *o, const peer_file_t *file,
+                     uint32_t j, uint64_t *written);
 /* The chunks being fetched now (as peer_origin_live says 1), at most max:
  * their files (borrowed) and indexes. Returns how many. */
 unsigned peer_origin_list(const peer_origin_t *o, peer_file_t **files,

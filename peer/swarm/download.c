@@ -29,23 +29,24 @@ struct peer_download_s {
   uint64_t t0_ns; /* taken (metrics: chunk fetch time) */
 };
 
-/* More of the chunk can be served: uploads serving it as it arrives may
- * send more. */
-static void download_progress(void *arg, uint64_t servable) {
+/* More of the chunk is written: uploads serving it as it arrives may send
+ * more. */
+static void download_progress(void *arg, uint64_t written) {
   peer_download_t *dl = arg;
-  (void)servable;
-  peer_file_chunk_progress(dl->file, dl->j, false);
+  (void)written;
+  peer_file_chunk_progress(dl->file, dl->j);
 }
 
-const peer_inbound_t *peer_downloads_live(const peer_downloads_t *dls,
-                                          const peer_file_t *file,
-                                          uint32_t j) {
+int peer_downloads_live(const peer_downloads_t *dls, const peer_file_t *file,
+                        uint32_t j, uint64_t *written) {
   for (const peer_download_t *dl = dls->head; dl != NULL; dl = dl->next) {
     if (dl->file == file && dl->j == j && dl->in != NULL &&
-        peer_inbound_status(dl->in) == 0)
-      return dl->in;
+        peer_inbound_status(dl->in) == 0) {
+      *written = peer_inbound_written(dl->in);
+      return 1;
+    }
   }
-  return NULL;
+  return 0;
 }
 
 static void download_wake(void *arg) {
@@ -96,7 +97,7 @@ static void download_report(peer_download_t *dl, int status,
                        errmsg);
   dls->sender = NULL;
   /* Uploads of the chunk as it arrived get the rest now, or fail. */
-  peer_file_chunk_progress(file, j, true);
+  peer_file_chunk_progress(file, j);
   peer_file_unref(file);
   dls->reported(dls->arg);
 }

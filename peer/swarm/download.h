@@ -70,12 +70,11 @@ peer_download_t *peer_download_new(peer_downloads_t *dls, peer_file_t *file,
                                    uint32_t j, const char *node_id,
                                    const char *host, uint16_t port,
                                    void (*wake)(void *), void *wake_arg);
-/* The inbound of chunk j of file while it arrives from a neighbour with no
- * error so far (borrowed for the call: peer_inbound_written,
- * peer_inbound_copy); else NULL. */
-const peer_inbound_t *peer_downloads_live(const peer_downloads_t *dls,
-                                          const peer_file_t *file,
-                                          uint32_t j);
+/* 1 when chunk j of file is arriving from a neighbour now with no error so
+ * far, *written its bytes in the partial file (in order from the chunk's
+ * start, not yet verified); else 0. */
+int peer_downloads_live(const peer_downloads_t *dls, const peer_file_t *file,
+                        uint32_t j, uint64_t *written);
 /* Reserves the buffer the payload's first piece goes into: 0, or
  * PEER_INBOUND_PAUSE (the sender pauses reading until wake). */
 int peer_download_reserve(peer_download_t *dl);

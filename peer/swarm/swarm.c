@@ -62,10 +62,6 @@ struct peer_swarm_s {
   peer_fetch_listener_t fetch_events;
   uv_timer_t tick;
   int tick_open;
-  /* Live uploads run at the end of the loop's turn after progress of a
-   * chunk arriving here (swarm_on_chunk_progress). */
-  uv_check_t live;
-  int live_open;
   uint64_t renew_ms;
 };
 
@@ -126,26 +122,9 @@ static void swarm_on_chunk_live(void *arg, peer_file_t *f, uint32_t j) {
   swarm_rels_chunk_live(&s->rels, f, j);
 }
 
-static void swarm_live_check(uv_check_t *h) {
-  peer_swarm_t *s = h->data;
-  uv_check_stop(h);
-  peer_upload_live_progress(&s->uploads, &s->nbrs);
-}
-
-/* A fetch that ended tells its uploads at once (a failed one: REJECT
- * before the chunk can begin arriving again). Progress while it arrives
- * comes from inside the producer (a neighbour's payload being read, an S3
- * body: inbound.h), so the uploads it lets go further run once this turn's
- * I/O is done, all of them together. */
-static void swarm_on_chunk_progress(void *arg, peer_file_t *f, uint32_t j,
-                                    bool ended) {
+static void swarm_on_chunk_progress(void *arg, peer_file_t *f, uint32_t j) {
   peer_swarm_t *s = arg;
-  (void)f;
-  (void)j;
-  if (ended)
-    peer_upload_live_progress(&s->uploads, &s->nbrs);
-  else if (s->live_open && !uv_is_closing((uv_handle_t *)&s->live))
-    uv_check_start(&s->live, swarm_live_check);
+  peer_upload_live_progress(&s->uploads, &s->nbrs, f, j);
 }
 
 static void swarm_on_file_complete(void *arg, peer_file_t *f) {
@@ -459,9 +438,6 @@ int peer_swarm_new(peer_ctx_t *ctx, peer_files_t *files, peer_origin_t *origin,
   uv_timer_init(ctx->loop, &s->tick);
   s->tick.data = s;
   s->tick_open = 1;
-  uv_check_init(ctx->loop, &s->live);
-  s->live.data = s;
-  s->live_open = 1;
   *out = s; /* the daemon stops and frees it from here on */
   if (!cfg->has_cluster_key)
     WS_LOGW("swarm: no --cluster-key: using the all-zero development key; "
@@ -497,11 +473,6 @@ static void swarm_tick_closed(uv_handle_t *h) {
   s->tick_open = 0;
 }
 
-static void swarm_live_closed(uv_handle_t *h) {
-  peer_swarm_t *s = h->data;
-  s->live_open = 0;
-}
-
 void peer_swarm_stop(peer_swarm_t *s) {
   if (s == NULL || s->stopping)
     return;
@@ -514,8 +485,6 @@ void peer_swarm_stop(peer_swarm_t *s) {
     uv_close((uv_handle_t *)&s->listener, swarm_listener_closed);
   if (s->tick_open && !uv_is_closing((uv_handle_t *)&s->tick))
     uv_close((uv_handle_t *)&s->tick, swarm_tick_closed);
-  if (s->live_open && !uv_is_closing((uv_handle_t *)&s->live))
-    uv_close((uv_handle_t *)&s->live, swarm_live_closed);
   peer_trackers_close(s->tl);
   s->tl = NULL;
   s->rels.tl = NULL;
@@ -527,7 +496,7 @@ void peer_swarm_stop(peer_swarm_t *s) {
 }
 
 int peer_swarm_busy(const peer_swarm_t *s) {
-  return s->listening || s->tick_open || s->live_open || s->nbrs.count > 0 ||
+  return s->listening || s->tick_open || s->nbrs.count > 0 ||
          s->downloads.alive > 0 || s->uploads.alive > 0;
 }
 

@@ -520,26 +520,25 @@ void swarm_rel_leases_renew(peer_swarm_rel_t *rel) {
 
 /* ---- what we can upload -------------------------------------------------- */
 
-const peer_inbound_t *swarm_rel_arriving(const peer_swarm_rel_t *rel,
-                                         const peer_file_t *file, uint32_t j) {
+int swarm_rel_arriving(const peer_swarm_rel_t *rel, const peer_file_t *file,
+                       uint32_t j, uint64_t *written) {
   const peer_downloads_t *dls = rel->t->nbrs->downloads;
-  const peer_inbound_t *in = peer_origin_live(rel->t->origin, file, j);
-  if (in == NULL && dls != NULL)
-    in = peer_downloads_live(dls, file, j);
-  return in;
+  return peer_origin_live(rel->t->origin, file, j, written) ||
+         (dls != NULL && peer_downloads_live(dls, file, j, written));
 }
 
 int swarm_rel_chunk_live(peer_swarm_rel_t *rel, uint32_t g, peer_file_t **file,
                          uint32_t *jout, int *fd, uint64_t *off,
                          uint32_t *len) {
   uint32_t k, j;
+  uint64_t written;
   if (rel->state != PEER_SWARM_REL_FETCHING || rel->files == NULL ||
       ws_manifest_locate(rel->m, g, &k, &j) != 0)
     return WS_ENOTFOUND;
   peer_file_t *f = rel->files[k];
   if (f == NULL || f->state != PEER_FILE_FETCHING || f->pf == NULL ||
       f->mf.chunks == NULL || f->chunk_state[j] != PEER_CHUNK_INFLIGHT ||
-      swarm_rel_arriving(rel, f, j) == NULL)
+      !swarm_rel_arriving(rel, f, j, &written))
     return WS_ENOTFOUND;
   if (fd == NULL)
     return 0; /* asked only whether */

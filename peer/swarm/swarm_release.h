@@ -255,10 +255,11 @@ void swarm_rel_stall_report(peer_swarm_rel_t *rel, ws_announce_t *a);
  * *off and *len: the chunk's place in the file. */
 int swarm_rel_chunk_source(peer_swarm_rel_t *rel, uint32_t g, ws_hash_t *sha256,
                            int *fd, uint64_t *off, uint32_t *len) WS_MUST_USE;
-/* The inbound of chunk j of file while it arrives, from the origin or from
- * a neighbour, with no error so far (borrowed for the call); else NULL. */
-const peer_inbound_t *swarm_rel_arriving(const peer_swarm_rel_t *rel,
-                                         const peer_file_t *file, uint32_t j);
+/* 1 when chunk j of file is arriving now, from the origin or from a
+ * neighbour, with no error so far; *written: its bytes in the partial file
+ * (in order from the chunk's start, not verified). */
+int swarm_rel_arriving(const peer_swarm_rel_t *rel, const peer_file_t *file,
+                       uint32_t j, uint64_t *written);
 /* A chunk we do not hold yet but are receiving right now, from the origin
  * or a neighbour (a manifest with chunk hashes): 0 with *file (a new
  * reference), *j, a dup of the partial's fd in *fd and the chunk's place

@@ -43,15 +43,14 @@ static uint64_t stall_fail_ms(const peer_swarm_rel_t *rel) {
 static uint64_t rel_bytes_arriving(const peer_swarm_rel_t *rel) {
   peer_file_t *files[PEER_ORIGIN_LIST_MAX];
   uint32_t js[PEER_ORIGIN_LIST_MAX];
-  uint64_t n = 0;
-  const peer_inbound_t *in;
+  uint64_t n = 0, written;
   unsigned k =
       peer_origin_list(rel->t->origin, files, js, PEER_ORIGIN_LIST_MAX);
   for (unsigned i = 0; i < k; i++) {
     for (uint32_t f = 0; f < rel->nfiles; f++) {
       if (rel->files[f] == files[i] &&
-          (in = peer_origin_live(rel->t->origin, files[i], js[i])) != NULL)
-        n += peer_inbound_written(in);
+          peer_origin_live(rel->t->origin, files[i], js[i], &written))
+        n += written;
     }
   }
   for (peer_neighbor_t *nb = rel->t->nbrs->head; nb != NULL; nb = nb->next) {

@@ -304,7 +304,7 @@ void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n) {
     n->serve_again = false;
     if (n->state != PEER_NEIGHBOR_READY || n->mani_open)
       break;
-    peer_upload_chunk_pump(n, false);
+    peer_upload_chunk_pump(n, NULL, 0);
     upload_queue_run(u, n);
   } while (n->serve_again);
   n->serving = false;
@@ -316,8 +316,9 @@ void peer_upload_detach(peer_uploads_t *u, peer_neighbor_t *n) {
   peer_upload_chunk_detach(n);
 }
 
-void peer_upload_live_progress(peer_uploads_t *u, peer_neighbors_t *nbrs) {
+void peer_upload_live_progress(peer_uploads_t *u, peer_neighbors_t *nbrs,
+                               peer_file_t *file, uint32_t j) {
   (void)u;
   for (peer_neighbor_t *n = nbrs->head; n != NULL; n = n->next)
-    peer_upload_chunk_pump(n, true);
+    peer_upload_chunk_pump(n, file, j);
 }

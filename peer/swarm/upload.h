@@ -70,8 +70,9 @@ void peer_upload_next(peer_uploads_t *u, peer_neighbor_t *n);
 int peer_upload_tick(peer_uploads_t *u, peer_neighbor_t *n, uint64_t now_ms);
 /* n is closing: its queue is dropped, its uploads finish without it. */
 void peer_upload_detach(peer_uploads_t *u, peer_neighbor_t *n);
-/* More of a chunk arriving here can be served, or its fetch ended: the
- * uploads sending chunks as they arrive send more, finish or fail. */
-void peer_upload_live_progress(peer_uploads_t *u, peer_neighbors_t *nbrs);
+/* More of chunk j of file arrived from origin, or its fetch ended: the
+ * uploads sending it as it arrives send more, finish or fail. */
+void peer_upload_live_progress(peer_uploads_t *u, peer_neighbors_t *nbrs,
+                               peer_file_t *file, uint32_t j);
 
 #endif

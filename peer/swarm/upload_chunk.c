@@ -118,11 +118,12 @@ static void upload_unlink(peer_neighbor_t *n, peer_upload_t *up) {
 }
 
 /* An upload may end (and leave n->ups) inside up_pump. */
-void peer_upload_chunk_pump(peer_neighbor_t *n, bool live_only) {
+void peer_upload_chunk_pump(peer_neighbor_t *n, const peer_file_t *file,
+                            uint32_t j) {
   uint32_t i = 0;
   while (i < n->nups) {
     peer_upload_t *up = n->ups[i];
-    if (!live_only || up->live)
+    if (file == NULL || (up->live && up->file == file && up->j == j))
       up_pump(up);
     if (i < n->nups && n->ups[i] == up)
       i++;
@@ -237,19 +238,6 @@ static void up_raw_done(wire_conn_t *c, void *arg, int status) {
   up_pump(up);
 }
 
-/* b holds its bytes (read from the file, or copied from the inbound): it
- * waits for its turn to go. */
-static void up_buf_filled(peer_upload_t *up, up_buf_t *b) {
-#ifdef WS_FAULT_INJECT
-  /* --test-corrupt-serve: every chunk we serve fails its hash. */
-  if (up->u->ctx->cfg->test_corrupt_serve && b->pos == 0)
-    b->data[0] ^= 0x5a;
-#else
-  (void)up;
-#endif
-  b->filled = 1;
-}
-
 static void up_read_cb(uv_fs_t *fs) {
   up_buf_t *b = fs->data;
   peer_upload_t *up = b->up;
@@ -267,7 +255,12 @@ static void up_read_cb(uv_fs_t *fs) {
     up_pump(up);
     return;
   }
-  up_buf_filled(up, b);
+#ifdef WS_FAULT_INJECT
+  /* --test-corrupt-serve: every chunk we serve fails its hash. */
+  if (up->u->ctx->cfg->test_corrupt_serve && b->pos == 0)
+    b->data[0] ^= 0x5a;
+#endif
+  b->filled = 1;
   up_pump(up);
 }
 
@@ -376,28 +369,21 @@ static void up_send_file(peer_upload_t *up) {
   }
 }
 
-/* A live upload: how far it may send (*limit), and where its bytes are:
- * below *disk in the partial file, from there to *limit in the buffers of
- * the chunk's inbound (*in, which peer_inbound_copy reads). 0, or
- * WS_ENOTFOUND when the fetch failed (the chunk is neither held nor
- * arriving). Once verified: the whole chunk, all from the file. */
-static int up_live_limit(peer_upload_t *up, uint32_t *limit, uint32_t *disk,
-                         const peer_inbound_t **in) {
+/* A live upload: how far it may read. 0 with *limit set, or WS_ENOTFOUND
+ * when the fetch failed (the chunk is neither held nor arriving). */
+static int up_live_limit(peer_upload_t *up, uint32_t *limit) {
   peer_swarm_rel_t *rel = swarm_rel_find(up->u->rels, up->digest);
-  *in = NULL;
+  uint64_t written;
   if (rel != NULL && rel->state != PEER_SWARM_REL_RESOLVING &&
       up->g < rel->total && ws_bitfield_test(&rel->have, up->g)) {
     up->live = false; /* verified: the rest may go */
-    *limit = *disk = up->len;
+    *limit = up->len;
     return 0;
   }
-  if (rel == NULL || (*in = swarm_rel_arriving(rel, up->file, up->j)) == NULL)
+  if (rel == NULL || !swarm_rel_arriving(rel, up->file, up->j, &written))
     return WS_ENOTFOUND;
-  uint64_t servable = peer_inbound_servable(*in);
-  uint64_t written = peer_inbound_written(*in);
   /* Never the last byte before our own hash check passed. */
-  *limit = servable < up->len ? (uint32_t)servable : up->len - 1;
-  *disk = written < *limit ? (uint32_t)written : *limit;
+  *limit = written < up->len ? (uint32_t)written : up->len - 1;
   return 0;
 }
 
@@ -405,12 +391,11 @@ static int up_live_limit(peer_upload_t *up, uint32_t *limit, uint32_t *disk,
  * (unless the upload rate says wait). */
 static void up_pump(peer_upload_t *up) {
   peer_neighbor_t *n = up->n;
-  uint32_t limit = up->len, disk = up->len;
-  const peer_inbound_t *in = NULL;
+  uint32_t limit = up->len;
   if (up->state == UP_OPENING)
     return;
   if (up->state == UP_STREAMING && n != NULL && up->status == 0 && up->live &&
-      up_live_limit(up, &limit, &disk, &in) != 0)
+      up_live_limit(up, &limit) != 0)
     up_fail(up, WS_ENOTFOUND); /* REJECT: its fetch failed */
   if (up->state != UP_STREAMING || n == NULL || up->status != 0) {
     /* Buffers read but never sent are free again. */
@@ -445,7 +430,6 @@ static void up_pump(peer_upload_t *up) {
     up_pump(up);
     return;
   }
-  bool copied = false;
   for (unsigned i = 0; i < PEER_SERVE_BUFS && up->read_pos < limit; i++) {
     up_buf_t *b = &up->bufs[i];
     if (b->busy)
@@ -459,24 +443,8 @@ static void up_pump(peer_upload_t *up) {
     if (k > most)
       k = most;
     b->up = up;
-    b->pos = up->read_pos;
-    if (up->read_pos >= disk) {
-      /* Not written yet: copied from the inbound's buffers here, with no
-       * read on a worker and no wait for the write. */
-      k = (uint32_t)peer_inbound_copy(in, up->read_pos, b->data, k);
-      if (k == 0)
-        break;
-      b->len = k;
-      b->busy = 1;
-      up->read_pos += k;
-      up->u->ctx->counters.peer_tx_unwritten_bytes += k;
-      up_buf_filled(up, b);
-      copied = true;
-      continue;
-    }
-    if (k > disk - up->read_pos)
-      k = disk - up->read_pos; /* the rest is not on disk yet */
     b->len = k;
+    b->pos = up->read_pos;
     b->fs.data = b;
     uv_buf_t ub = uv_buf_init(b->data, k);
     int rc = uv_fs_read(up->u->ctx->loop, &b->fs, up->fd, &ub, 1,
@@ -488,13 +456,6 @@ static void up_pump(peer_upload_t *up) {
     b->busy = 1;
     up->reads++;
     up->read_pos += k;
-  }
-  if (copied) {
-    up_send_filled(up);
-    if (up->status != 0 || up->n == NULL) {
-      up_pump(up); /* ends it once nothing is in flight */
-      return;
-    }
   }
   up_maybe_end(up);
 }

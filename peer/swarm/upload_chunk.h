@@ -30,9 +30,9 @@ bool peer_upload_is_live(const peer_upload_t *up);
 /* Starts uploading the chunk of request r to n (n has room), or REJECTs. */
 void peer_upload_chunk_start(peer_uploads_t *u, peer_neighbor_t *n,
                              const ws_request_t *r);
-/* Pumps n's uploads: all, or with live_only those sending a chunk as it
- * arrives here. */
-void peer_upload_chunk_pump(peer_neighbor_t *n, bool live_only);
+/* Pumps n's uploads whose chunk is (file, j), or all when file is NULL. */
+void peer_upload_chunk_pump(peer_neighbor_t *n, const peer_file_t *file,
+                            uint32_t j);
 /* CANCEL r from n of an upload in pieces: it ends. 1 when there was one. */
 int peer_upload_chunk_cancel(peer_neighbor_t *n, const ws_request_t *r);
 /* n is closing: its uploads finish without it. */

@@ -5,8 +5,7 @@
  * two buffers; ending early or with an error, failing, and too many bytes
  * each give their status; a file whose chunks all come through it
  * completes and its waiters and listeners hear so, in order; a slow
- * transfer's bytes are written before its buffer fills; bytes handed to the
- * writer can be copied out (and served onwards) before they are written.
+ * transfer's bytes are written before its buffer fills.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,11 +45,11 @@ static void ib_wake(void *arg) {
   t->wakes++;
 }
 
-static void ib_progress(void *arg, uint64_t servable) {
+static void ib_progress(void *arg, uint64_t written) {
   ib_t *t = arg;
-  if (servable <= t->progress_last)
+  if (written <= t->progress_last)
     t->progress_ordered = 0;
-  t->progress_last = servable;
+  t->progress_last = written;
   t->progress_calls++;
 }
 
@@ -367,50 +366,6 @@ static void test_file_completes_events_in_order(void **state) {
   ib_teardown(t);
 }
 
-/* A buffer handed to the writer is servable at once: progress says so, and
- * peer_inbound_copy gives its bytes (across buffers, in order) until they
- * are written; then they come from the file and copy gives none; bytes not
- * yet handed over are not given either. */
-static void test_unwritten_bytes_copied_out(void **state) {
-  (void)state;
-  ib_t *t = ib_setup(SMALL_BUF, 8, FFX_CS);
-  ib_start(t, 0, PEER_INBOUND_RESERVE, SMALL_BUF);
-  const uint8_t *src = ib_chunk(t, 0);
-  const size_t three = 3 * SMALL_BUF, tail = 10000;
-  uint8_t *got = malloc(three + tail);
-  assert_non_null(got);
-  /* Three full buffers go to the writer; the loop does not run, so none
-   * is written back yet. */
-  assert_int_equal(peer_inbound_data(t->in, src, three + tail), 0);
-  assert_int_equal(t->progress_calls, 3);
-  assert_int_equal(t->progress_last, three);
-  assert_int_equal(peer_inbound_servable(t->in), three);
-  assert_int_equal(peer_inbound_written(t->in), 0);
-  assert_int_equal(peer_inbound_copy(t->in, 0, got, three + tail), three);
-  assert_memory_equal(got, src, three);
-  assert_int_equal(peer_inbound_copy(t->in, SMALL_BUF + 100, got, 50000),
-                   50000);
-  assert_memory_equal(got, src + SMALL_BUF + 100, 50000);
-  assert_int_equal(peer_inbound_copy(t->in, three, got, tail), 0);
-  /* Written: from the file now. */
-  ffx_drain(&t->fx);
-  assert_int_equal(peer_inbound_written(t->in), three);
-  assert_int_equal(peer_inbound_copy(t->in, 0, got, 1), 0);
-  assert_int_equal(peer_inbound_copy(t->in, three - 1, got, 1), 0);
-  for (size_t off = three + tail, n; off < FFX_CS; off += n) {
-    n = FFX_CS - off < SMALL_BUF ? FFX_CS - off : SMALL_BUF;
-    t->woken = 0;
-    if (peer_inbound_data(t->in, src + off, n) == PEER_INBOUND_PAUSE)
-      ffx_run_until(&t->fx, &t->woken);
-  }
-  peer_inbound_end(t->in, 0, NULL);
-  ffx_run_until(&t->fx, &t->done);
-  assert_int_equal(t->status, 0);
-  assert_true(ws_store_file_has_chunk(t->file->pf, 0));
-  free(got);
-  ib_teardown(t);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chunk_verified_and_committed),
@@ -425,7 +380,6 @@ int main(void) {
       cmocka_unit_test(test_free_unused),
       cmocka_unit_test(test_file_completes_events_in_order),
       cmocka_unit_test(test_slow_bytes_written_before_the_buffer_fills),
-      cmocka_unit_test(test_unwritten_bytes_copied_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,9 +53,11 @@ void peer_upload_chunk_start(peer_uploads_t *u, peer_neighbor_t *n,
   fake_upload_log.starts++;
 }
 
-void peer_upload_chunk_pump(peer_neighbor_t *n, bool live_only) {
+void peer_upload_chunk_pump(peer_neighbor_t *n, const peer_file_t *file,
+                            uint32_t j) {
   (void)n;
-  (void)live_only;
+  (void)file;
+  (void)j;
 }
 
 int peer_upload_chunk_cancel(peer_neighbor_t *n, const ws_request_t *r) {
