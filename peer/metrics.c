@@ -127,6 +127,10 @@ static const struct {
      "Chunk payloads dropped (not asked for, canceled, lost an endgame "
      "race).",
      "counter", offsetof(peer_counters_t, chunks_discarded)},
+    {"weightswarm_p2pd_peer_discarded_bytes_total",
+     "Payload bytes of those dropped payloads: upload capacity the swarm "
+     "spent for nothing.",
+     "counter", offsetof(peer_counters_t, rx_discarded_bytes)},
     {"weightswarm_p2pd_peer_receive_errors_total",
      "Chunk receives that failed on this side (no buffer, write error) and "
      "closed the neighbour.",

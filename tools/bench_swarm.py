@@ -398,6 +398,7 @@ def run_mode(mode, a, net, rgw, pub, src, F, work, key):
         # attempts retried and cut for a stall (0 from a p2pd without it).
         events = {k: int(sum(p.metric("weightswarm_p2pd_" + k) for p in peers)) for k in
                   ("peer_requests_rejected_total", "peer_chunks_discarded_total",
+                   "peer_discarded_bytes_total", "manifests_from_peers_total",
                    "peer_receive_errors_total", "chunks_failed_total",
                    "peer_chunks_served_total", "peer_chunks_served_live_total",
                    "peer_deadlines_missed_total", "peers_dropped_slow_total",

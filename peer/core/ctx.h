@@ -37,6 +37,7 @@ typedef struct {
   uint64_t peer_auth_failures;     /* frames/payloads failing auth after HS */
   uint64_t chunks_from_peers;      /* chunks verified that came from peers */
   uint64_t chunks_discarded;       /* payloads not asked for (or lost races) */
+  uint64_t rx_discarded_bytes;     /* their bytes, read and thrown away */
   uint64_t rx_errors;         /* receives that failed here and closed a link */
   uint64_t chunks_served;     /* chunk uploads completed */
   uint64_t served_live;       /* of those, begun before we held the chunk */

@@ -377,6 +377,7 @@ static void conn_on_payload(wire_conn_t *c, const uint8_t *data, size_t len,
     conn_payload_manifest(n, data, len, off, last);
     return;
   default:
+    n->set->ctx->counters.rx_discarded_bytes += len;
     if (last)
       n->in = PEER_NEIGHBOR_IN_NONE;
     return;

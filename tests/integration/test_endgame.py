@@ -124,3 +124,30 @@ def test_chunk_stalled_in_the_endgame_is_asked_elsewhere(s3env, tmp_path):
         for n in nbrs:
             n.close()
         p.stop()
+
+
+def test_payload_nobody_asked_for_is_read_counted_and_dropped(s3env, tmp_path):
+    """A CHUNK nobody asked for (an endgame duplicate that lost, a chunk
+    canceled after its sender began it) costs its sender's upload for
+    nothing: p2pd reads it past, counts it and its bytes, and keeps the
+    connection."""
+    p, key, port = ws.lone_peer(BUILD, str(tmp_path), s3env, "target")
+    c = wsproto.Conn("127.0.0.1", port, wsproto.read_key(key), node_id="stranger")
+    try:
+        assert c.handshake()
+        dig = os.urandom(32)
+        sizes = (200_000, PIECE)
+        for i, n in enumerate(sizes):
+            c.send(wsproto.T["CHUNK"], {"d": dig, "c": i, "id": 1000 + i},
+                   payload=os.urandom(n))
+        deadline = time.time() + 10
+        while (p.metric("weightswarm_p2pd_peer_discarded_bytes_total") < sum(sizes)
+               and time.time() < deadline):
+            time.sleep(0.05)
+        assert p.metric("weightswarm_p2pd_peer_discarded_bytes_total") == sum(sizes), p.tail()
+        assert p.metric("weightswarm_p2pd_peer_chunks_discarded_total") == len(sizes)
+        assert p.metric("weightswarm_p2pd_peer_rx_bytes_total") == 0
+        assert p.metric("weightswarm_p2pd_peer_neighbors") == 1, p.tail()
+    finally:
+        c.close()
+        p.stop()
