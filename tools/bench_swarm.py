@@ -462,7 +462,8 @@ def tracker_counters(auth):
     names = {"trk_leases_granted": "weightswarm_tracker_swarm_leases_granted_total",
              "trk_leases_expired": "weightswarm_tracker_swarm_leases_expired_total",
              "trk_leases_released": "weightswarm_tracker_swarm_leases_released_total",
-             "trk_claims_distrusted": "weightswarm_tracker_swarm_claims_distrusted_total"}
+             "trk_claims_distrusted": "weightswarm_tracker_swarm_claims_distrusted_total",
+             "trk_manifest_readers": "weightswarm_tracker_manifest_readers_total"}
     r = subprocess.run(["ip", "netns", "exec", f"{PFX}-trk", "curl", "-sf", "-H", "@" + auth,
                         f"http://{TRK_IP}:7601/metrics"], capture_output=True, text=True)
     return {k: int(ws.metric_sum(r.stdout, name)) for k, name in names.items()}

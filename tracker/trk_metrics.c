@@ -312,6 +312,10 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
              "Chunk completions reported.", (double)st.haves);
   metric_one(b, "weightswarm_tracker_leases_expired_total", "counter",
              "Origin leases expired (all swarms).", (double)st.leases_expired);
+  metric_one(b, "weightswarm_tracker_manifest_readers_total", "counter",
+             "Joiners of a release nobody held yet told to read its manifest "
+             "from S3; the joiners after them are named them instead.",
+             (double)st.manifest_readers);
   metric_one(b, "weightswarm_tracker_nodes_failed_total", "counter",
              "Nodes that left a release saying it failed there.",
              (double)st.nodes_failed);

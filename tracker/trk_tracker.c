@@ -11,16 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trk_joining.h"
 #include "trk_swarms.h"
 #include "trk_target.h"
-
-/* A peer that announced a digest without a chunk count (see
- * TRK_JOINING_MS). */
-typedef struct {
-  ws_hash_t digest;
-  trk_peer_id_t peer;
-  uint64_t until_ms;
-} trk_joining_t;
 
 struct trk_tracker_s {
   trk_peers_t *peers;
@@ -30,8 +23,7 @@ struct trk_tracker_s {
   uint32_t origin_target; /* 0: default policy (trk_lease_cap) */
   uint32_t tree_k;        /* stripes (trk_tree.c); 0: no trees */
   trk_tracker_stats_t st;
-  trk_joining_t joining[TRK_JOINING_MAX]; /* unordered, swap-remove */
-  uint32_t njoining;
+  trk_joining_set_t joining;
   uint32_t max_members;  /* per swarm (--max-members) */
   uint64_t max_bytes;    /* memory cap (--max-memory) */
   trk_refusal_t refusal; /* why the last refused call was refused */
@@ -291,38 +283,10 @@ fail_swarm:
 
 /* ---- peers about to join ---------------------------------------------- */
 
-/* Forgets expired entries and, when peer is not 0, peer's entry for d. */
-static void joining_prune(trk_tracker_t *t, const ws_hash_t *d,
-                          trk_peer_id_t peer, uint64_t now_ms) {
-  for (uint32_t i = 0; i < t->njoining;) {
-    const trk_joining_t *j = &t->joining[i];
-    if (j->until_ms <= now_ms || (j->peer == peer && ws_hash_eq(&j->digest, d)))
-      t->joining[i] = t->joining[--t->njoining];
-    else
-      i++;
-  }
-}
-
-static void joining_note(trk_tracker_t *t, const ws_hash_t *d,
-                         trk_peer_id_t peer, uint64_t now_ms) {
-  joining_prune(t, d, peer, now_ms);
-  if (t->njoining == TRK_JOINING_MAX)
-    return; /* only a lease split that is less even at the start */
-  t->joining[t->njoining].digest = *d;
-  t->joining[t->njoining].peer = peer;
-  t->joining[t->njoining].until_ms = now_ms + TRK_JOINING_MS;
-  t->njoining++;
-}
-
 /* Tells s how many peers are about to join it, before a grant. */
 static void joining_update(trk_tracker_t *t, trk_swarm_t *s, uint64_t now_ms) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < t->njoining; i++) {
-    const trk_joining_t *j = &t->joining[i];
-    if (j->until_ms > now_ms && ws_hash_eq(&j->digest, trk_swarm_digest(s)))
-      n++;
-  }
-  trk_swarm_set_joining(s, n);
+  trk_swarm_set_joining(
+      s, trk_joining_count(&t->joining, trk_swarm_digest(s), now_ms));
 }
 
 static void reply_leases(trk_reply_t *r, const trk_swarm_t *s,
@@ -406,6 +370,36 @@ static void stats_announce(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
   trk_stats_touch(s, m, now_ms);
 }
 
+/* An announce of a release p leaves, or has not joined yet (no manifest,
+ * so no chunk count): the peer gets holders to fetch the manifest from (or
+ * whom to get it from while one joiner reads it: trk_joining.h), and the
+ * wanted set. */
+static void announce_outside(trk_tracker_t *t, trk_peer_t *p,
+                             const trk_announce_t *a, uint64_t now_ms,
+                             trk_reply_t *r) {
+  trk_peer_join_t *j = join_of(p, &a->digest);
+  trk_swarm_t *s = j != NULL ? j->swarm : trk_tracker_swarm_find(t, &a->digest);
+  trk_member_t *m = j != NULL ? j->member : NULL;
+  if (a->leave && m != NULL) {
+    member_stop(t, s, m, &a->report, now_ms);
+    s = NULL;
+  }
+  if (!a->leave && s != NULL)
+    r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
+  /* The presence digest (all zero) is never a release: nobody joins. */
+  static const ws_hash_t presence;
+  if (!a->leave && m == NULL && !ws_hash_eq(&a->digest, &presence)) {
+    trk_joining_answer_t ja = TRK_JOINING_ALONE;
+    if (r->npeers == 0)
+      ja = trk_joining_name(&t->joining, t->peers, &a->digest, p, a->max_peers,
+                            t->tree_k > 0, now_ms, r->peers, &r->npeers);
+    t->st.manifest_readers += ja == TRK_JOINING_READ_NEW;
+    trk_joining_note(&t->joining, &a->digest, p->id, now_ms,
+                     ja == TRK_JOINING_READ_NEW || ja == TRK_JOINING_READ);
+  }
+  reply_wanted(t, p, r);
+}
+
 int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                          const trk_announce_t *a, uint64_t now_ms,
                          trk_reply_t *r) {
@@ -439,22 +433,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     goto fail;
   }
   if (a->leave || a->total_chunks == 0) {
-    /* Leaving, or not joined yet (no manifest, so no chunk count): the
-     * peer gets holders to fetch the manifest from, and the wanted set. */
-    trk_peer_join_t *j = join_of(p, &a->digest);
-    s = j != NULL ? j->swarm : trk_tracker_swarm_find(t, &a->digest);
-    m = j != NULL ? j->member : NULL;
-    if (a->leave && m != NULL) {
-      member_stop(t, s, m, &a->report, now_ms);
-      s = NULL;
-    }
-    if (!a->leave && s != NULL)
-      r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
-    /* The presence digest (all zero) is never a release: nobody joins. */
-    static const ws_hash_t presence;
-    if (!a->leave && m == NULL && !ws_hash_eq(&a->digest, &presence))
-      joining_note(t, &a->digest, id, now_ms);
-    reply_wanted(t, p, r);
+    announce_outside(t, p, a, now_ms, r);
     return 0;
   }
   rc = swarm_enter(t, p, a, now_ms, &s, &m);
@@ -466,7 +445,8 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
     goto fail;
   stats_announce(t, s, m, a, now_ms);
   t->st.leases_expired += trk_lease_expire(s, now_ms);
-  joining_prune(t, &a->digest, id, now_ms); /* joined: a downloader now */
+  trk_joining_prune(&t->joining, &a->digest, id,
+                    now_ms); /* joined: a downloader now */
   joining_update(t, s, now_ms);
   trk_lease_prefer(s, a->first, a->nfirst);
   uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,

@@ -109,9 +109,10 @@ typedef struct {
   uint64_t announces_limited;
   uint64_t announces_rejected; /* bad input or caps */
   uint64_t haves;
-  uint64_t leases_expired; /* by trk_tracker_tick and announce sweeps */
-  uint64_t nodes_failed;   /* members that left a release with an error */
-  uint64_t peers_replaced; /* same node id reconnected */
+  uint64_t leases_expired;   /* by trk_tracker_tick and announce sweeps */
+  uint64_t nodes_failed;     /* members that left a release with an error */
+  uint64_t manifest_readers; /* joiners told to read a manifest from S3 */
+  uint64_t peers_replaced;   /* same node id reconnected */
   uint64_t refused[TRK_REFUSE_LAST]; /* refusals at each cap */
   uint64_t started_ms;
 } trk_tracker_stats_t;

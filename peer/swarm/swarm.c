@@ -62,6 +62,8 @@ struct peer_swarm_s {
   peer_fetch_listener_t fetch_events;
   uv_timer_t tick;
   int tick_open;
+  uv_timer_t mwait; /* the next end of a wait for a neighbour's manifest */
+  int mwait_open;
   uint64_t renew_ms;
 };
 
@@ -280,11 +282,38 @@ static void swarm_tick(uv_timer_t *t) {
   peer_origin_kick(s->origin);
 }
 
-/* Runs the tick within ms (and every PEER_SWARM_TICK_MS after): a deadline
- * shorter than the tick, such as the manifest wait. */
-static void swarm_tick_soon(peer_swarm_t *s, uint64_t ms) {
-  if (s->tick_open && !s->stopping && uv_timer_get_due_in(&s->tick) > ms)
-    uv_timer_start(&s->tick, swarm_tick, ms, PEER_SWARM_TICK_MS);
+/* The waits for a neighbour's manifest end on their own timer, on time:
+ * on the tick (every PEER_SWARM_TICK_MS) a node whose dials had all been
+ * refused read its manifest from S3 ~1 s after the prefetch, not 0.25 s
+ * (docs/benchmarks.md, session 42). */
+static void swarm_mwait(uv_timer_t *t);
+
+static void swarm_mwait_arm(peer_swarm_t *s) {
+  if (!s->mwait_open || s->stopping)
+    return;
+  uint64_t now = uv_now(s->ctx->loop), due = UINT64_MAX;
+  for (const peer_swarm_rel_t *rel = s->rels.head; rel != NULL;
+       rel = rel->next) {
+    uint64_t d = swarm_rel_manifest_due(rel, now);
+    if (d < due)
+      due = d;
+  }
+  if (due == UINT64_MAX)
+    uv_timer_stop(&s->mwait);
+  else
+    uv_timer_start(&s->mwait, swarm_mwait, due, 0);
+}
+
+static void swarm_mwait(uv_timer_t *t) {
+  peer_swarm_t *s = t->data;
+  if (s->stopping)
+    return;
+  uint64_t now = uv_now(s->ctx->loop);
+  for (peer_swarm_rel_t *rel = s->rels.head, *next; rel != NULL; rel = next) {
+    next = rel->next;
+    swarm_rel_manifest_try(rel, now); /* may free rel */
+  }
+  swarm_mwait_arm(s);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -438,6 +467,9 @@ int peer_swarm_new(peer_ctx_t *ctx, peer_files_t *files, peer_origin_t *origin,
   uv_timer_init(ctx->loop, &s->tick);
   s->tick.data = s;
   s->tick_open = 1;
+  uv_timer_init(ctx->loop, &s->mwait);
+  s->mwait.data = s;
+  s->mwait_open = 1;
   *out = s; /* the daemon stops and frees it from here on */
   if (!cfg->has_cluster_key)
     WS_LOGW("swarm: no --cluster-key: using the all-zero development key; "
@@ -473,6 +505,11 @@ static void swarm_tick_closed(uv_handle_t *h) {
   s->tick_open = 0;
 }
 
+static void swarm_mwait_closed(uv_handle_t *h) {
+  peer_swarm_t *s = h->data;
+  s->mwait_open = 0;
+}
+
 void peer_swarm_stop(peer_swarm_t *s) {
   if (s == NULL || s->stopping)
     return;
@@ -485,6 +522,8 @@ void peer_swarm_stop(peer_swarm_t *s) {
     uv_close((uv_handle_t *)&s->listener, swarm_listener_closed);
   if (s->tick_open && !uv_is_closing((uv_handle_t *)&s->tick))
     uv_close((uv_handle_t *)&s->tick, swarm_tick_closed);
+  if (s->mwait_open && !uv_is_closing((uv_handle_t *)&s->mwait))
+    uv_close((uv_handle_t *)&s->mwait, swarm_mwait_closed);
   peer_trackers_close(s->tl);
   s->tl = NULL;
   s->rels.tl = NULL;
@@ -496,7 +535,7 @@ void peer_swarm_stop(peer_swarm_t *s) {
 }
 
 int peer_swarm_busy(const peer_swarm_t *s) {
-  return s->listening || s->tick_open || s->nbrs.count > 0 ||
+  return s->listening || s->tick_open || s->mwait_open || s->nbrs.count > 0 ||
          s->downloads.alive > 0 || s->uploads.alive > 0;
 }
 
@@ -535,9 +574,8 @@ int peer_swarm_manifest_fetch(peer_swarm_t *s, const ws_hash_t *digest,
                               const char *uri, peer_swarm_manifest_fn cb,
                               void *arg) {
   int rc = swarm_rel_manifest_fetch(&s->rels, digest, uri, cb, arg);
-  /* The wait for a neighbour ends on the tick: make it come in time. */
-  if (rc == 0 && uri != NULL)
-    swarm_tick_soon(s, PEER_MANIFEST_PEER_TRY_MS);
+  if (rc == 0)
+    swarm_mwait_arm(s);
   return rc;
 }
 

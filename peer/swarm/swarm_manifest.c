@@ -11,6 +11,7 @@
  * Owns: nothing beyond the records' ask state. Thread: loop thread.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,17 @@ void swarm_rel_manifest_try(peer_swarm_rel_t *rel, uint64_t now_ms) {
       rel->has_uri ? PEER_MANIFEST_PEER_TRY_MS : PEER_MANIFEST_WAIT_MS;
   if (now_ms - rel->mwait_since_ms >= wait)
     manifest_answer(rel, NULL, 0, NULL, NULL);
+}
+
+uint64_t swarm_rel_manifest_due(const peer_swarm_rel_t *rel, uint64_t now_ms) {
+  /* A neighbour asked: its answer, its loss or the tick goes on. */
+  if (rel->state != PEER_SWARM_REL_RESOLVING || rel->mdone ||
+      rel->mcb == NULL || rel->masked != NULL)
+    return UINT64_MAX;
+  uint64_t wait =
+      rel->has_uri ? PEER_MANIFEST_PEER_TRY_MS : PEER_MANIFEST_WAIT_MS;
+  uint64_t waited = now_ms - rel->mwait_since_ms;
+  return waited >= wait ? 0 : wait - waited;
 }
 
 void swarm_rel_manifest_no_holders(peer_swarm_rel_t *rel) {

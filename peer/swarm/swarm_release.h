@@ -210,6 +210,10 @@ void swarm_rel_manifest_try(peer_swarm_rel_t *rel, uint64_t now_ms);
 /* The tracker knows no holder of rel's digest: a release with a URI stops
  * waiting and reads its manifest from S3 now. May free rel. */
 void swarm_rel_manifest_no_holders(peer_swarm_rel_t *rel);
+/* Milliseconds from now_ms until rel's wait for a neighbour's manifest
+ * runs out (0: out already), or UINT64_MAX when nothing is due (no wait,
+ * or a neighbour asked, whose answer or loss comes as an event). */
+uint64_t swarm_rel_manifest_due(const peer_swarm_rel_t *rel, uint64_t now_ms);
 /* n answered our MANIFEST_REQ with bytes (taken) or not (bytes NULL:
  * refused or connection lost). */
 void swarm_rel_manifest_got(peer_swarm_rels_t *t, peer_neighbor_t *n,

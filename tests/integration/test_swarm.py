@@ -1,5 +1,5 @@
 """The swarm against a real radosgw: six peers fetch one release together
-from S3 at most ~once, a release seeded from a warm node's directory
+from S3 at most ~once (its manifest too), a release seeded from a warm node's directory
 reaches other peers with zero bytes from S3, and a chunk a neighbour once
 refused is asked for again.
 
@@ -73,6 +73,14 @@ def test_six_peers_fetch_one_release_together(rgw, s3env, rel, tmp_path, stripes
               f"from peers {from_peers}")
         assert sent <= 1.05 * F, (sent, F)
         assert sum(from_peers) >= 4 * F  # most bytes moved peer to peer
+        # The manifest too: the tracker told one joiner to read it from S3
+        # and named it to the others (docs/tracker.md "A release nobody
+        # holds yet"); all six read it from S3 before.
+        st, text = trk.get("/metrics")
+        assert st == 200
+        assert ws.metric_sum(text, "weightswarm_tracker_manifest_readers_total") >= 1
+        mani = sum(p.metric("weightswarm_p2pd_manifests_from_peers_total") for p in peers)
+        assert mani >= 3, (mani, [p.tail() for p in peers])
         if stripes:  # every peer was told its parents
             for p in peers:
                 with open(p.log) as f:

@@ -186,6 +186,63 @@ static void test_joining_peers_share_leases(void **state) {
   trk_tracker_free(t);
 }
 
+/* A cluster-wide start of a release nobody holds yet: the first joiner
+ * reads the manifest from S3; each later one is named it (first) and the
+ * other joiners, and gets the manifest from a neighbour. A joiner that
+ * does not serve (port 0) is named nobody's source; once the reader's
+ * note runs out (it never joined), the next joiner reads. */
+static void test_cold_start_one_reads_the_manifest(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 0);
+  trk_reply_t r;
+  ws_hash_t d = fx_digest(4);
+  trk_peer_id_t p[4];
+  for (int i = 0; i < 4; i++) {
+    char id[8];
+    snprintf(id, sizeof(id), "p%d", i);
+    p[i] = conn(t, id, "", (uint16_t)(1000 + i));
+  }
+  trk_peer_id_t quiet = conn(t, "quiet", "", 0);
+  trk_announce_t q = ann(&d, 0);
+  assert_int_equal(trk_tracker_announce(t, quiet, &q, 0, &r), 0);
+  assert_int_equal(r.npeers, 0); /* serves nobody: reads, but not for all */
+  assert_int_equal(trk_tracker_announce(t, p[0], &q, 1, &r), 0);
+  assert_int_equal(r.npeers, 0); /* the reader */
+  assert_int_equal(trk_tracker_announce(t, p[0], &q, 2, &r), 0);
+  assert_int_equal(r.npeers, 0); /* still it, announcing again */
+  assert_int_equal(trk_tracker_announce(t, p[1], &q, 3, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "p0");
+  assert_int_equal(trk_tracker_announce(t, p[2], &q, 4, &r), 0);
+  assert_int_equal(r.npeers, 2);
+  assert_string_equal(r.peers[0]->node_id, "p0");
+  assert_string_equal(r.peers[1]->node_id, "p1");
+  q.max_peers = 1; /* the reader first, always */
+  assert_int_equal(trk_tracker_announce(t, p[3], &q, 5, &r), 0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "p0");
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.manifest_readers, 1);
+  /* p0 never joined: TRK_JOINING_MS after its last announce the next
+   * joiner reads. */
+  q.max_peers = TRK_REPLY_PEERS_DEFAULT;
+  assert_int_equal(trk_tracker_announce(t, p[1], &q, 2 + TRK_JOINING_MS, &r),
+                   0);
+  assert_int_equal(r.npeers, 0);
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.manifest_readers, 2);
+  /* Once a member holds it, joiners are named the members, as before. */
+  trk_announce_t an = ann(&d, 8);
+  assert_int_equal(trk_tracker_announce(t, p[1], &an, 3 + TRK_JOINING_MS, &r),
+                   0);
+  assert_int_equal(trk_tracker_announce(t, p[2], &q, 4 + TRK_JOINING_MS, &r),
+                   0);
+  assert_int_equal(r.npeers, 1);
+  assert_string_equal(r.peers[0]->node_id, "p1");
+  trk_tracker_free(t);
+}
+
 static void test_rate_and_unknown_peer(void **state) {
   (void)state;
   trk_tracker_t *t = trk_tracker_new(0, 1, 0);
@@ -674,6 +731,7 @@ int main(void) {
       cmocka_unit_test(test_announce_flow),
       cmocka_unit_test(test_manifest_unknown_announce),
       cmocka_unit_test(test_joining_peers_share_leases),
+      cmocka_unit_test(test_cold_start_one_reads_the_manifest),
       cmocka_unit_test(test_configured_caps),
       cmocka_unit_test(test_peer_update_reaches_selection),
       cmocka_unit_test(test_rate_and_unknown_peer),
