@@ -140,7 +140,8 @@
  * peer to join does not take every lease: on the netns benchmark (N=4,
  * U=B) the first joiner used to get 7, the last 2, and with 16 fetches
  * sharing the origin's link the first chunk was complete only after ~0.6 s.
- * At most TRK_JOINING_MAX such announces are remembered. */
+ * The same notes choose who reads a manifest nobody holds yet from S3
+ * (trk_joining.h). At most TRK_JOINING_MAX such announces are remembered. */
 #define TRK_JOINING_MS 2000u
 #define TRK_JOINING_MAX 1024u
 /* Hard cap on concurrent origin fetches of one swarm (S3 request rate). */
