@@ -24,6 +24,15 @@ static trk_peer_id_t conn(trk_tracker_t *t, const char *id, const char *zone,
   return pid;
 }
 
+/* Peers "p0".."p<n-1>", listening on ports 1000 + i. */
+static void conn_n(trk_tracker_t *t, trk_peer_id_t *p, int n) {
+  for (int i = 0; i < n; i++) {
+    char id[8];
+    snprintf(id, sizeof(id), "p%d", i);
+    p[i] = conn(t, id, "", (uint16_t)(1000 + i));
+  }
+}
+
 static trk_announce_t ann(const ws_hash_t *d, uint32_t total) {
   trk_announce_t a = {.digest = *d,
                       .total_chunks = total,
@@ -161,10 +170,8 @@ static void test_joining_peers_share_leases(void **state) {
   trk_reply_t r;
   ws_hash_t d = fx_digest(3);
   trk_peer_id_t p[4];
+  conn_n(t, p, 4);
   for (int i = 0; i < 4; i++) {
-    char id[8];
-    snprintf(id, sizeof(id), "p%d", i);
-    p[i] = conn(t, id, "", (uint16_t)(1000 + i));
     trk_announce_t q = ann(&d, 0);
     assert_int_equal(trk_tracker_announce(t, p[i], &q, 0, &r), 0);
     assert_int_equal(r.nleases, 0);
@@ -197,11 +204,7 @@ static void test_cold_start_one_reads_the_manifest(void **state) {
   trk_reply_t r;
   ws_hash_t d = fx_digest(4);
   trk_peer_id_t p[4];
-  for (int i = 0; i < 4; i++) {
-    char id[8];
-    snprintf(id, sizeof(id), "p%d", i);
-    p[i] = conn(t, id, "", (uint16_t)(1000 + i));
-  }
+  conn_n(t, p, 4);
   trk_peer_id_t quiet = conn(t, "quiet", "", 0);
   trk_announce_t q = ann(&d, 0);
   assert_int_equal(trk_tracker_announce(t, quiet, &q, 0, &r), 0);
