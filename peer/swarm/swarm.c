@@ -304,6 +304,10 @@ static void swarm_mwait_arm(peer_swarm_t *s) {
     uv_timer_start(&s->mwait, swarm_mwait, due, 0);
 }
 
+static void swarm_on_mwait_changed(void *arg) {
+  swarm_mwait_arm(arg);
+}
+
 static void swarm_mwait(uv_timer_t *t) {
   peer_swarm_t *s = t->data;
   if (s->stopping)
@@ -429,6 +433,8 @@ static void swarm_wire(peer_swarm_t *s) {
   s->rels.ctx = ctx;
   s->rels.nbrs = &s->nbrs;
   s->rels.origin = s->origin;
+  s->rels.mwait_changed = swarm_on_mwait_changed;
+  s->rels.mwait_arg = s;
   s->downloads.ctx = ctx;
   s->downloads.arg = s;
   s->downloads.ban = swarm_on_download_ban;

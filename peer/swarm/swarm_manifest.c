@@ -142,6 +142,8 @@ void swarm_rel_manifest_got(peer_swarm_rels_t *t, peer_neighbor_t *n,
     if (r != NULL)
       r->mani_refused = true;
     swarm_rel_manifest_try(rel, uv_now(t->ctx->loop));
+    if (t->mwait_changed != NULL)
+      t->mwait_changed(t->mwait_arg);
     return;
   }
   t->ctx->counters.manifests_from_peers++;
@@ -157,6 +159,8 @@ void swarm_rels_neighbor_gone(peer_swarm_rels_t *t, peer_neighbor_t *n) {
       swarm_rel_manifest_try(rel, now); /* may free rel */
     }
   }
+  if (t->mwait_changed != NULL)
+    t->mwait_changed(t->mwait_arg);
 }
 
 void swarm_rels_stop(peer_swarm_rels_t *t) {

@@ -118,6 +118,10 @@ struct peer_swarm_rels_s {
   /* While swarm_rels_chunk_done reports a chunk from a neighbour: its
    * node id (the tracker HAVE's "f"); NULL otherwise. */
   const char *from;
+  /* A neighbour asked for a manifest refused or went: a wait may end
+   * sooner than the swarm's timer was set for (swarm.c re-arms it). */
+  void (*mwait_changed)(void *arg);
+  void *mwait_arg;
 };
 
 /* The only way a record changes state (the table of legal transitions is

@@ -5,6 +5,7 @@ refused is asked for again.
 
 S3 bytes are counted by radosgw's usage log, not by p2pd.
 """
+import datetime
 import json
 import os
 import subprocess
@@ -384,5 +385,45 @@ def test_fifth_chunk_in_pieces_at_once_closes_the_connection(s3env, tmp_path):
         assert all(e[0] == "open" for e in log[fifth:-1]), log
         assert "more than 4 chunks in pieces at once" in p.tail(), p.tail()
         assert p.metric("weightswarm_p2pd_peer_neighbors") == 0
+    finally:
+        p.stop()
+
+
+def test_manifest_wait_ends_on_time_between_ticks(rgw, s3env, tmp_path):
+    """A node waiting for a neighbour's manifest (here: none, no tracker)
+    reads it from S3 when PEER_MANIFEST_PEER_TRY_MS (250 ms) run out. The
+    wait used to end on the swarm's 1 s tick: a prefetch made 0.15 s
+    before a tick waited for the one after, ~1.15 s. The timestamps are
+    p2pd's own log lines; the test only places the prefetch in the tick's
+    phase (the tick runs every second from the listen line)."""
+    src = tmp_path / "small"
+    src.mkdir()
+    (src / "a.bin").write_bytes(os.urandom(64 * 1024))
+    pub = ws.publish(BUILD, s3env, str(src), f"s3://{rgw.bucket()}/m/mwait/")
+    key = ws.write_cluster_key(str(tmp_path / "k.key"))
+    p = ws.P2pd(BUILD, str(tmp_path), s3env, name="mwait",
+                extra=["--listen", f"127.0.0.1:{ws.free_port()}", "--cluster-key", key,
+                       "--log-level", "debug"]).start()
+
+    def stamp(pattern):
+        with open(p.log, errors="replace") as f:
+            for line in f:
+                if pattern in line:
+                    return datetime.datetime.strptime(
+                        line[:23] + "+0000", "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        return None
+
+    try:
+        listening = stamp("listening on 127.0.0.1")
+        assert listening is not None, p.tail()
+        # 0.15 s before the tick at 3 s: the old code's tick came before the
+        # 250 ms were out, and the next one a second later.
+        time.sleep(max(0.0, listening + 2.85 - time.time()))
+        r = p.ctl("prefetch", pub["uri"], "--wait", "--timeout", "60")
+        assert r.returncode == 0, (r.stdout, r.stderr, p.tail())
+        asked = stamp("prefetch from s3://")
+        read = stamp("manifest.json")
+        assert asked is not None and read is not None, p.tail()
+        assert 0.2 <= read - asked < 0.7, (read - asked, p.tail())
     finally:
         p.stop()
