@@ -1,0 +1,64 @@
+"""tools/swarm_lag.py reads a kept swarm run's debug logs: each host's S3
+GETs and chunks from neighbours, spread over their time, against what S3
+has sent. Two hosts written here with known times: a reader that gets a
+1 MiB chunk from S3 in 1 s, and a neighbour that takes it from 0.5 s to
+1.5 s."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "tools", "swarm_lag.py")
+
+READER = """\
+2026-12-06T10:00:00.000Z p2pd info: release sha256-ab: prefetch from s3://b/p/
+2026-12-06T10:00:00.000Z p2pd debug: origin: GET f.safetensors chunk 0 (1048576 bytes)
+2026-12-06T10:00:00.000Z p2pd debug: s3 creds: idle -> planning
+2026-12-06T10:00:00.000Z p2pd debug: s3 req#1: attempt 1 http://10.77.0.1:7480/b/p/f.safetensors
+2026-12-06T10:00:01.000Z p2pd debug: s3 req#1: done status=0 attempts=1
+"""
+NEIGHBOUR = """\
+2026-12-06T10:00:00.100Z p2pd info: release sha256-ab: prefetch from s3://b/p/
+2026-12-06T10:00:01.500Z p2pd debug: chunk 0 of f.safetensors from 10113b27c147142c: whole 1000 ms after its header
+"""
+
+
+def write_run(tmp_path):
+    for host, text in (("swarm-h1", READER), ("swarm-h2", NEIGHBOUR)):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "p2pd.log").write_text(text)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_lag_and_spread_from_two_hosts(tmp_path):
+    write_run(tmp_path)
+    r = run(str(tmp_path), "--json", "--step-s", "1", "--rate-mbit", "16")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["hosts"] == 2 and res["s3_gets"] == 1
+    at1, at2 = res["series"][0], res["series"][1]
+    # At 1 s: S3 sent the whole MiB, the reader holds it, the neighbour half.
+    assert at1["t_s"] == 1 and at1["s3_mib"] == 1.0
+    assert at1["lag_worst_mib"] == 0.5
+    assert at1["host_median_mib"] == 0.75
+    # The neighbour's transfer runs at 1 MiB/s: 1048576 / (16e6 / 8 * 0.956).
+    assert abs(at1["down_use_median"] - 0.548) < 0.002
+    assert at2["lag_worst_mib"] == 0.0 and at2["lag_median_mib"] == 0.0
+    assert res["chunks"] == {"get_s": 1.0, "first_start_s": 0.5, "median_start_s": 0.5,
+                             "median_whole_s": 1.5, "last_whole_s": 1.5}
+    text = run(str(tmp_path))
+    assert text.returncode == 0 and "2 hosts, 1 S3 GETs" in text.stdout
+
+
+def test_a_run_without_debug_lines_is_refused(tmp_path):
+    (tmp_path / "swarm-h1").mkdir()
+    (tmp_path / "swarm-h1" / "p2pd.log").write_text(
+        "2026-12-06T10:00:00.000Z p2pd warn: nbr#4 10.77.0.51: handshake ended\n")
+    r = run(str(tmp_path))
+    assert r.returncode != 0 and "prefetch" in r.stderr
+    r = run(str(tmp_path / "nothing-here"))
+    assert r.returncode != 0 and "no swarm-h*/p2pd.log" in r.stderr
