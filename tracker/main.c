@@ -504,6 +504,29 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
   return 0;
 }
 
+/* --state: the wanted set as it was, and the restart hold over the
+ * releases in it (trk_hold.h). 0, or -1 said in the log. */
+static int state_restore(app_t *a, const char *path) {
+  uint32_t n = 0;
+  int rc = trk_state_load(path, trk_tracker_wanted(a->t), uv_now(a->loop), &n);
+  if (rc < 0) {
+    WS_LOGE("--state %s: %s", path, ws_strerror(rc));
+    return -1;
+  }
+  WS_LOGI("state %s: %u wanted releases restored", path, n);
+  if (n == 0)
+    return 0;
+  if (trk_tracker_hold_restored(a->t, uv_now(a->loop) + TRK_RESTART_HOLD_MS) <
+      0) {
+    WS_LOGE("out of memory");
+    return -1;
+  }
+  WS_LOGI("no S3 lease of a restored release for %u ms while their holders "
+          "reconnect",
+          TRK_RESTART_HOLD_MS);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   app_t a;
@@ -537,16 +560,9 @@ int main(int argc, char **argv) {
       trk_peers_set_max_per_addr(trk_tracker_peers(a.t), o.max_per_addr_n) < 0)
     return 2;
   trk_wanted_set_ttl(trk_tracker_wanted(a.t), o.wanted_ttl_ms);
-  if (o.state_file != NULL) {
-    uint32_t n = 0;
-    rc = trk_state_load(o.state_file, trk_tracker_wanted(a.t), uv_now(a.loop),
-                        &n);
-    if (rc < 0) {
-      WS_LOGE("--state %s: %s", o.state_file, ws_strerror(rc));
-      trk_tracker_free(a.t);
-      return 1;
-    }
-    WS_LOGI("state %s: %u wanted releases restored", o.state_file, n);
+  if (o.state_file != NULL && state_restore(&a, o.state_file) != 0) {
+    trk_tracker_free(a.t);
+    return 1;
   }
   /* Signal handles first, so stop() can always close them. */
   a.sigterm.data = &a;

@@ -373,6 +373,10 @@ int trk_swarm_regrant(trk_swarm_t *s, int clear) {
   return r;
 }
 
+void trk_swarm_mark_regrant(trk_swarm_t *s) {
+  s->regrant = true;
+}
+
 /* Sets have-bit c of m (not set before) and settles the lease on c. */
 static void have_set(trk_swarm_t *s, trk_member_t *m, uint32_t c) {
   int peak = 0;

@@ -162,6 +162,9 @@ int trk_member_counted(const trk_member_t *m);
  * 0 clears it) and so chunks became leasable: downloaders should be
  * topped up. */
 int trk_swarm_regrant(trk_swarm_t *s, int clear);
+/* Marks s for a top-up (trk_swarm_regrant), as a claim that stopped
+ * counting does. */
+void trk_swarm_mark_regrant(trk_swarm_t *s);
 
 void trk_swarm_stats(const trk_swarm_t *s, trk_swarm_stats_t *out);
 /* Member i (0 <= i < member_count) in join order modulo removals. */

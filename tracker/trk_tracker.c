@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trk_hold.h"
 #include "trk_joining.h"
 #include "trk_swarms.h"
 #include "trk_target.h"
@@ -28,6 +29,7 @@ struct trk_tracker_s {
   uint64_t max_bytes;    /* memory cap (--max-memory) */
   trk_refusal_t refusal; /* why the last refused call was refused */
   uint32_t nregrant;     /* swarms marked to top up (trk_swarm_regrant) */
+  trk_hold_t hold;       /* restored releases lease nothing for a while */
 };
 
 static uint64_t state_bytes(const trk_tracker_t *t);
@@ -108,7 +110,20 @@ void trk_tracker_free(trk_tracker_t *t) {
   trk_swarms_free_all(&t->swarms);
   trk_peers_free(t->peers);
   trk_wanted_free(t->wanted);
+  trk_hold_free(&t->hold);
   free(t);
+}
+
+int trk_tracker_hold_restored(trk_tracker_t *t, uint64_t until_ms) {
+  return trk_hold_set(&t->hold, t->wanted, until_ms);
+}
+
+/* trk_lease_grant, unless s is a restored release still held (trk_hold.h). */
+static uint32_t lease_grant(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
+                            uint32_t want, uint64_t now_ms, uint32_t *granted) {
+  if (trk_hold_applies(&t->hold, trk_swarm_digest(s), now_ms))
+    return 0;
+  return trk_lease_grant(s, m, want, now_ms, granted, TRK_LEASES_PER_PEER_MAX);
 }
 
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
@@ -449,10 +464,10 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
                     now_ms); /* joined: a downloader now */
   joining_update(t, s, now_ms);
   trk_lease_prefer(s, a->first, a->nfirst);
-  uint32_t ng = trk_lease_grant(s, m, a->want_leases, now_ms, granted,
-                                TRK_LEASES_PER_PEER_MAX);
-  ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,
-                              TRK_LEASES_PER_PEER_MAX - ng);
+  uint32_t ng = lease_grant(t, s, m, a->want_leases, now_ms, granted);
+  if (!trk_hold_applies(&t->hold, &a->digest, now_ms))
+    ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,
+                                TRK_LEASES_PER_PEER_MAX - ng);
   reply_leases(r, s, m, ng);
   r->npeers = trk_select_peers(s, p, m, a->max_peers, &t->rng, r->peers);
   r->ntree =
@@ -523,8 +538,7 @@ int trk_tracker_have(trk_tracker_t *t, trk_peer_id_t id,
   t->st.haves += n;
   trk_stats_touch(s, m, now_ms);
   joining_update(t, s, now_ms);
-  uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
-                                TRK_LEASES_PER_PEER_MAX);
+  uint32_t ng = lease_grant(t, s, m, trk_member_want(m), now_ms, granted);
   if (r != NULL) {
     r->interval_ms = 0; /* no announce answered: the peer keeps its time */
     reply_leases(r, s, m, ng);
@@ -556,8 +570,11 @@ int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
 
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
   uint32_t n = 0;
+  bool hold_over = trk_hold_ended(&t->hold, now_ms); /* top up all now */
   for (uint32_t i = 0; i < t->swarms.n; i++) {
     trk_swarm_t *s = t->swarms.at[i];
+    if (hold_over)
+      trk_swarm_mark_regrant(s);
     n += trk_lease_expire(s, now_ms);
     trk_swarm_weigh(s, now_ms);
     t->nregrant += (uint32_t)trk_swarm_regrant(s, 0);
@@ -589,8 +606,7 @@ int trk_tracker_regrant(trk_tracker_t *t, trk_peer_id_t id, uint32_t i,
   if (!trk_swarm_regrant(s, 0))
     return 0;
   joining_update(t, s, now_ms);
-  uint32_t ng = trk_lease_grant(s, m, trk_member_want(m), now_ms, granted,
-                                TRK_LEASES_PER_PEER_MAX);
+  uint32_t ng = lease_grant(t, s, m, trk_member_want(m), now_ms, granted);
   if (ng == 0)
     return 0;
   memset(r, 0, sizeof(*r)); /* interval 0: no announce answered */
