@@ -504,26 +504,23 @@ static int start(app_t *a, const opts_t *o, const uint8_t key[32]) {
   return 0;
 }
 
-/* --state: the wanted set as it was, and the restart hold over the
- * releases in it (trk_hold.h). 0, or -1 said in the log. */
+/* --state: the wanted set as it was. A state file that exists says this
+ * is a restart: no origin lease for TRK_RESTART_HOLD_MS while the nodes
+ * reconnect. 0, or -1 said in the log. */
 static int state_restore(app_t *a, const char *path) {
   uint32_t n = 0;
+  bool restart = access(path, F_OK) == 0;
   int rc = trk_state_load(path, trk_tracker_wanted(a->t), uv_now(a->loop), &n);
   if (rc < 0) {
     WS_LOGE("--state %s: %s", path, ws_strerror(rc));
     return -1;
   }
   WS_LOGI("state %s: %u wanted releases restored", path, n);
-  if (n == 0)
-    return 0;
-  if (trk_tracker_hold_restored(a->t, uv_now(a->loop) + TRK_RESTART_HOLD_MS) <
-      0) {
-    WS_LOGE("out of memory");
-    return -1;
+  if (restart) {
+    trk_tracker_hold_leases(a->t, uv_now(a->loop) + TRK_RESTART_HOLD_MS);
+    WS_LOGI("a restart: no S3 lease for %u ms while the nodes reconnect",
+            TRK_RESTART_HOLD_MS);
   }
-  WS_LOGI("no S3 lease of a restored release for %u ms while their holders "
-          "reconnect",
-          TRK_RESTART_HOLD_MS);
   return 0;
 }
 

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trk_hold.h"
 #include "trk_joining.h"
 #include "trk_swarms.h"
 #include "trk_target.h"
@@ -25,11 +24,11 @@ struct trk_tracker_s {
   uint32_t tree_k;        /* stripes (trk_tree.c); 0: no trees */
   trk_tracker_stats_t st;
   trk_joining_set_t joining;
-  uint32_t max_members;  /* per swarm (--max-members) */
-  uint64_t max_bytes;    /* memory cap (--max-memory) */
-  trk_refusal_t refusal; /* why the last refused call was refused */
-  uint32_t nregrant;     /* swarms marked to top up (trk_swarm_regrant) */
-  trk_hold_t hold;       /* restored releases lease nothing for a while */
+  uint32_t max_members;   /* per swarm (--max-members) */
+  uint64_t max_bytes;     /* memory cap (--max-memory) */
+  trk_refusal_t refusal;  /* why the last refused call was refused */
+  uint32_t nregrant;      /* swarms marked to top up (trk_swarm_regrant) */
+  uint64_t hold_until_ms; /* no origin lease before (a restart) */
 };
 
 static uint64_t state_bytes(const trk_tracker_t *t);
@@ -110,18 +109,17 @@ void trk_tracker_free(trk_tracker_t *t) {
   trk_swarms_free_all(&t->swarms);
   trk_peers_free(t->peers);
   trk_wanted_free(t->wanted);
-  trk_hold_free(&t->hold);
   free(t);
 }
 
-int trk_tracker_hold_restored(trk_tracker_t *t, uint64_t until_ms) {
-  return trk_hold_set(&t->hold, t->wanted, until_ms);
+void trk_tracker_hold_leases(trk_tracker_t *t, uint64_t until_ms) {
+  t->hold_until_ms = until_ms;
 }
 
-/* trk_lease_grant, unless s is a restored release still held (trk_hold.h). */
+/* trk_lease_grant, unless leases are held after a restart. */
 static uint32_t lease_grant(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
                             uint32_t want, uint64_t now_ms, uint32_t *granted) {
-  if (trk_hold_applies(&t->hold, trk_swarm_digest(s), now_ms))
+  if (now_ms < t->hold_until_ms)
     return 0;
   return trk_lease_grant(s, m, want, now_ms, granted, TRK_LEASES_PER_PEER_MAX);
 }
@@ -465,7 +463,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   joining_update(t, s, now_ms);
   trk_lease_prefer(s, a->first, a->nfirst);
   uint32_t ng = lease_grant(t, s, m, a->want_leases, now_ms, granted);
-  if (!trk_hold_applies(&t->hold, &a->digest, now_ms))
+  if (now_ms >= t->hold_until_ms)
     ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,
                                 TRK_LEASES_PER_PEER_MAX - ng);
   reply_leases(r, s, m, ng);
@@ -570,7 +568,9 @@ int trk_tracker_release(trk_tracker_t *t, trk_peer_id_t id,
 
 uint32_t trk_tracker_tick(trk_tracker_t *t, uint64_t now_ms) {
   uint32_t n = 0;
-  bool hold_over = trk_hold_ended(&t->hold, now_ms); /* top up all now */
+  bool hold_over = t->hold_until_ms != 0 && now_ms >= t->hold_until_ms;
+  if (hold_over)
+    t->hold_until_ms = 0; /* every swarm is topped up now */
   for (uint32_t i = 0; i < t->swarms.n; i++) {
     trk_swarm_t *s = t->swarms.at[i];
     if (hold_over)

@@ -226,11 +226,11 @@ void trk_tracker_set_origin_inflight(trk_tracker_t *t, uint32_t n);
 /* Stripe trees of K stripes in every swarm (trk_tree.c, docs/tracker.md
  * "Stripe trees"), at most TRK_TREE_MAX; 0 turns them off. */
 void trk_tracker_set_tree(trk_tracker_t *t, uint32_t k);
-/* After a restart that restored the wanted set (trk_state_load): until
- * until_ms no origin lease of a release wanted now is granted, while its
- * holders reconnect (TRK_RESTART_HOLD_MS); the first trk_tracker_tick
- * after it marks their swarms for a top-up. 0 or -ENOMEM. */
-int trk_tracker_hold_restored(trk_tracker_t *t, uint64_t until_ms);
+/* After a restart (TRK_RESTART_HOLD_MS): until until_ms no origin lease
+ * is granted, while the holders reconnect; replies still name the members
+ * that announced. The first trk_tracker_tick after it marks every swarm
+ * for a top-up (leases pushed). */
+void trk_tracker_hold_leases(trk_tracker_t *t, uint64_t until_ms);
 /* The wanted releases peer id has not joined, as a reply with nothing else
  * (no peers, no leases, interval 0): what the server pushes to every peer
  * when the wanted set grows, so a POSTed prefetch starts at once rather

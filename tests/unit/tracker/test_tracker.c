@@ -441,30 +441,27 @@ static void test_restart_rebuilds(void **state) {
   }
 }
 
-/* A tracker restarted with its wanted set restored (--state) leases nothing
- * of those releases for TRK_RESTART_HOLD_MS: until their holders announce
- * again it would lease every chunk to the first node that asks, which then
- * reads from S3 what the others hold (a chaos run read a release 3 x). A
- * release not restored is leased at once; after the hold the tick tops the
- * held swarm up with what nobody has. */
-static void test_restart_holds_restored_leases(void **state) {
+/* A restarted tracker (its --state file existed) leases nothing for
+ * TRK_RESTART_HOLD_MS: until the holders announce again it would lease
+ * every chunk to the first node that asks, which then reads from S3 what
+ * the others hold (chaos seed 4301 read releases 2-3 times). Holders that
+ * announce meanwhile are named; after the hold the tick tops every swarm
+ * up with what nobody has. */
+static void test_restart_holds_leases(void **state) {
   (void)state;
   trk_tracker_t *t = trk_tracker_new(0, 1, 1000);
   trk_reply_t r;
   ws_hash_t d, d2 = fx_digest(9), got;
   uint8_t half[2] = {0xFF, 0x00};
   assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
-  assert_int_equal(trk_tracker_prefetch(t, NULL, URI_OF(HEX), 1000), 0);
-  assert_int_equal(trk_tracker_hold_restored(t, 1000 + TRK_RESTART_HOLD_MS), 0);
+  trk_tracker_hold_leases(t, 1000 + TRK_RESTART_HOLD_MS);
   trk_peer_id_t fresh = conn(t, "fresh", "", 1);
-  trk_announce_t an = ann(&d, 16);
-  an.uri = URI_OF(HEX);
+  trk_announce_t an = ann(&d, 16), a2 = ann(&d2, 4);
   assert_int_equal(trk_tracker_announce(t, fresh, &an, 1100, &r), 0);
   assert_int_equal(r.nleases, 0); /* its holders may be reconnecting */
-  trk_announce_t a2 = ann(&d2, 4);
   assert_int_equal(trk_tracker_announce(t, fresh, &a2, 1100, &r), 0);
-  assert_int_equal(r.nleases, 4); /* not restored: leased at once */
-  /* A holder of half of it comes back within the hold: named to fresh,
+  assert_int_equal(r.nleases, 0);
+  /* A holder of half of d comes back within the hold: named to fresh,
    * and still nothing is leased. */
   trk_peer_id_t holder = conn(t, "holder", "", 2);
   trk_announce_t ah = ann(&d, 16);
@@ -475,24 +472,23 @@ static void test_restart_holds_restored_leases(void **state) {
   assert_int_equal(r.nleases, 0);
   assert_int_equal(r.npeers, 1);
   assert_string_equal(r.peers[0]->node_id, "holder");
-  assert_int_equal(trk_tracker_regrant_pending(t, 0), 0);
-  /* The hold is over: the tick marks the swarm, and fresh is pushed the
-   * chunks nobody has (8-15) only. */
+  /* The hold is over: the tick marks the swarms, and fresh is pushed what
+   * nobody has: chunks 8-15 of d, and d2. */
   (void)trk_tracker_tick(t, 999 + TRK_RESTART_HOLD_MS);
   assert_int_equal(trk_tracker_regrant_pending(t, 0), 0);
   (void)trk_tracker_tick(t, 1000 + TRK_RESTART_HOLD_MS);
   assert_int_equal(trk_tracker_regrant_pending(t, 0), 1);
-  uint32_t pushed = 0;
+  uint32_t pushed_d = 0, pushed_d2 = 0;
   for (uint32_t i = 0; i < 2; i++) {
     if (trk_tracker_regrant(t, fresh, i, 1000 + TRK_RESTART_HOLD_MS, &got,
-                            &r) != 1 ||
-        !ws_hash_eq(&got, &d))
+                            &r) != 1)
       continue;
-    for (uint32_t k = 0; k < r.nleases; k++)
+    for (uint32_t k = 0; k < r.nleases && ws_hash_eq(&got, &d); k++)
       assert_true(r.leases[k].chunk >= 8);
-    pushed += r.nleases;
+    *(ws_hash_eq(&got, &d) ? &pushed_d : &pushed_d2) += r.nleases;
   }
-  assert_true(pushed > 0);
+  assert_true(pushed_d > 0);
+  assert_true(pushed_d2 > 0);
   trk_tracker_free(t);
 }
 
@@ -798,7 +794,7 @@ int main(void) {
       cmocka_unit_test(test_reconnect_replaces),
       cmocka_unit_test(test_prefetch_and_wanted_in_replies),
       cmocka_unit_test(test_restart_rebuilds),
-      cmocka_unit_test(test_restart_holds_restored_leases),
+      cmocka_unit_test(test_restart_holds_leases),
       cmocka_unit_test(test_json_and_metrics),
       cmocka_unit_test(test_leave_keeps_reported_error),
       cmocka_unit_test(test_ended_swarm_stays_listed),
