@@ -144,15 +144,14 @@
  * (trk_joining.h). At most TRK_JOINING_MAX such announces are remembered. */
 #define TRK_JOINING_MS 2000u
 #define TRK_JOINING_MAX 1024u
-/* A tracker that restored wanted releases from its state file (--state)
- * has restarted: the nodes holding those releases are reconnecting, each
- * within its own reconnect backoff, and until they announce again the
- * tracker counts every chunk as needed and would lease it to whichever
- * node asked first, which then reads from S3 what its neighbours hold (a
- * chaos run: a node restarted while the tracker was down read a whole
- * release again, 3 x F in all). For this long after such a start no
- * origin lease of a restored release is granted; then its swarm is topped
- * up at once (leases pushed, trk_tracker_tick). */
+/* A tracker whose state file (--state) existed at start has restarted:
+ * the nodes are reconnecting, each within its own reconnect backoff, and
+ * until a holder announces again the tracker counts its chunks as needed
+ * and would lease them to whichever node asked first, which then reads
+ * from S3 what the holder has (chaos seed 4301: a node restarted while the
+ * tracker was down read a whole release again, 3 x F in all). For this
+ * long after such a start no origin lease is granted; then every swarm is
+ * topped up at once (leases pushed, trk_tracker_tick). */
 #define TRK_RESTART_HOLD_MS 10000u
 /* Hard cap on concurrent origin fetches of one swarm (S3 request rate). */
 #define TRK_ORIGIN_INFLIGHT_MAX 256u
