@@ -325,6 +325,11 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
   metric_one(b, "weightswarm_tracker_uptime_seconds", "gauge",
              "Seconds since the tracker started.",
              age_s(now_ms, st.started_ms));
+  metric_one(b, "weightswarm_tracker_restart_hold_seconds", "gauge",
+             "Seconds left of a restart's hold on S3 leases (0: none).",
+             st.hold_until_ms > now_ms
+                 ? (double)(st.hold_until_ms - now_ms) / 1000.0
+                 : 0.0);
 }
 
 /* The peer listener's own counters. */

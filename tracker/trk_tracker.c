@@ -116,10 +116,15 @@ void trk_tracker_hold_leases(trk_tracker_t *t, uint64_t until_ms) {
   t->hold_until_ms = until_ms;
 }
 
-/* trk_lease_grant, unless leases are held after a restart. */
+/* 1 while no origin lease goes out: a restart's hold is on. */
+static bool leases_held(const trk_tracker_t *t, uint64_t now_ms) {
+  return now_ms < t->hold_until_ms;
+}
+
+/* trk_lease_grant, unless leases are held. */
 static uint32_t lease_grant(trk_tracker_t *t, trk_swarm_t *s, trk_member_t *m,
                             uint32_t want, uint64_t now_ms, uint32_t *granted) {
-  if (now_ms < t->hold_until_ms)
+  if (leases_held(t, now_ms))
     return 0;
   return trk_lease_grant(s, m, want, now_ms, granted, TRK_LEASES_PER_PEER_MAX);
 }
@@ -463,7 +468,7 @@ int trk_tracker_announce(trk_tracker_t *t, trk_peer_id_t id,
   joining_update(t, s, now_ms);
   trk_lease_prefer(s, a->first, a->nfirst);
   uint32_t ng = lease_grant(t, s, m, a->want_leases, now_ms, granted);
-  if (now_ms >= t->hold_until_ms)
+  if (!leases_held(t, now_ms))
     ng += trk_lease_grant_stuck(s, m, a->stuck, a->nstuck, now_ms, granted + ng,
                                 TRK_LEASES_PER_PEER_MAX - ng);
   reply_leases(r, s, m, ng);
@@ -672,6 +677,7 @@ void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out) {
   for (uint32_t i = 0; i < t->swarms.n; i++)
     out->swarms_ended += trk_swarm_member_count(t->swarms.at[i]) == 0;
   out->wanted = trk_wanted_count(t->wanted);
+  out->hold_until_ms = t->hold_until_ms;
   out->state_bytes = state_bytes(t);
   out->memory_bytes = memory_bytes(t);
   out->memory_max = t->max_bytes;

@@ -115,6 +115,7 @@ typedef struct {
   uint64_t peers_replaced;   /* same node id reconnected */
   uint64_t refused[TRK_REFUSE_LAST]; /* refusals at each cap */
   uint64_t started_ms;
+  uint64_t hold_until_ms; /* a restart's hold on origin leases; 0: none */
 } trk_tracker_stats_t;
 
 /* Returns a new empty tracker (max_peers 0 = TRK_MAX_PEERS; seed drives

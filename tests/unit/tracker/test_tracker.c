@@ -472,6 +472,14 @@ static void test_restart_holds_leases(void **state) {
   assert_int_equal(r.nleases, 0);
   assert_int_equal(r.npeers, 1);
   assert_string_equal(r.peers[0]->node_id, "holder");
+  trk_tracker_stats_t st;
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.hold_until_ms, 1000 + TRK_RESTART_HOLD_MS);
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(trk_metrics_text(t, NULL, NULL, 3000, &text, &len), 0);
+  assert_non_null(strstr(text, "weightswarm_tracker_restart_hold_seconds 8\n"));
+  free(text);
   /* The hold is over: the tick marks the swarms, and fresh is pushed what
    * nobody has: chunks 8-15 of d, and d2. */
   (void)trk_tracker_tick(t, 999 + TRK_RESTART_HOLD_MS);
@@ -489,6 +497,8 @@ static void test_restart_holds_leases(void **state) {
   }
   assert_true(pushed_d > 0);
   assert_true(pushed_d2 > 0);
+  trk_tracker_stats(t, &st);
+  assert_int_equal(st.hold_until_ms, 0);
   trk_tracker_free(t);
 }
 
