@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tools/swarm_lag.py: how far each host of a swarm run lags S3, from logs.
 
-  tools/swarm_lag.py DIR [--rate-mbit B] [--step-s S] [--json]
+  tools/swarm_lag.py DIR [--rate-mbit B] [--step-s S] [--gets] [--json]
 
 DIR is a swarm run kept by `WS_BENCH_KEEP=1 WS_BENCH_P2PD_LOG=debug
 tools/bench swarm ...` (one swarm-h*/p2pd.log per host). From each host's
@@ -18,7 +18,13 @@ the first prefetch:
 
 and, per chunk from the start of its S3 GET (medians over the chunks): the
 GET's duration, when a first neighbour and the median host began taking
-it, and when the median and the last host had it whole.
+it, and when the median and the last host had it whole. The series also
+counts the S3 GETs under way.
+
+With B it prints each host's downlink use over the last 1, 2 and 4 s
+before its last byte (the median host's and the last host's): how well
+the end of a host's download fills its link. --gets lists every S3 GET
+(start, end, file and chunk, host) in the order they began.
 
 docs/benchmarks.md (session 43) has a run's numbers.
 """
@@ -115,13 +121,14 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
     t0 = min(starts)
     size = {}
     gets = []
-    for _, hg, _ in hosts.values():
+    for h, (_, hg, _) in hosts.items():
         for name, j, n, a, b in hg:
             size[(name, j)] = n
-            gets.append((name, j, n, a - t0, b - t0))
+            gets.append((name, j, n, a - t0, b - t0, h))
+    gets.sort(key=lambda g: g[3])
     if not gets:
         raise SystemExit("swarm_lag: no S3 GET with its done line (debug logs?)")
-    s3 = [(n, a, b) for _, _, n, a, b in gets]
+    s3 = [(n, a, b) for _, _, n, a, b, _ in gets]
     mine = {}
     for h, (_, hg, hp) in hosts.items():
         own = [(n, a - t0, b - t0) for _, _, n, a, b in hg]
@@ -139,7 +146,8 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
                "host_median_mib": round(statistics.median(held) / MIB, 2),
                "host_p90_mib": round(quantile(held, 0.9) / MIB, 2),
                "lag_median_mib": round((sent - statistics.median(held)) / MIB, 2),
-               "lag_worst_mib": round((sent - min(held)) / MIB, 2)}
+               "lag_worst_mib": round((sent - min(held)) / MIB, 2),
+               "s3_gets": sum(1 for _, a, b in s3 if a <= t < b)}
         if goodput:
             fetching = [v for v in mine.values() if max(b for _, _, b in v) > t]
             if fetching:
@@ -147,7 +155,7 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
         rows.append(row)
         t += step_s
     spread = []
-    for name, j, n, a, b in gets:
+    for name, j, n, a, b, _ in gets:
         took = sorted((pa - t0, pb - t0) for pn, pj, pa, pb in
                       (x for _, _, hp in hosts.values() for x in hp) if (pn, pj) == (name, j))
         if not took:
@@ -158,7 +166,25 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
                        whole[len(whole) // 2] - a, whole[-1] - a))
     names = ["get_s", "first_start_s", "median_start_s", "median_whole_s", "last_whole_s"]
     chunks = {k: round(statistics.median(s[i] for s in spread), 2) for i, k in enumerate(names)} if spread else {}
-    return {"hosts": len(hosts), "s3_gets": len(gets), "series": rows, "chunks": chunks}
+    res = {"hosts": len(hosts), "s3_gets": len(gets), "series": rows, "chunks": chunks,
+           "gets": [{"file": name, "chunk": j, "host": h, "start_s": round(a, 3), "end_s": round(b, 3)}
+                    for name, j, _, a, b, h in gets]}
+    if goodput:
+        res["tail"] = tail_use(mine, goodput)
+    return res
+
+
+def tail_use(mine, goodput):
+    """Each host's downlink use over the last 1, 2 and 4 s before its last
+    byte: the median over the hosts and the last host's."""
+    use = []
+    for v in mine.values():
+        end = max(b for _, _, b in v)
+        use.append((end, [(progress(v, end) - progress(v, end - w)) / (w * goodput) for w in (1, 2, 4)]))
+    last = max(use)[1]
+    return {f"{k}_last_{w}s": round(x, 3)
+            for i, w in enumerate((1, 2, 4))
+            for k, x in (("median", statistics.median(u[i] for _, u in use)), ("last_host", last[i]))}
 
 
 def main(argv=None):
@@ -166,6 +192,7 @@ def main(argv=None):
     ap.add_argument("dir")
     ap.add_argument("--rate-mbit", type=float, default=0, help="the hosts' link rate (for downlink use)")
     ap.add_argument("--step-s", type=float, default=2.0)
+    ap.add_argument("--gets", action="store_true", help="list every S3 GET")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.step_s <= 0:
@@ -175,16 +202,26 @@ def main(argv=None):
         print(json.dumps(res))
         return 0
     print(f"{res['hosts']} hosts, {res['s3_gets']} S3 GETs; MiB, seconds after the first prefetch")
-    print("    s   S3 sent  host p10  median   p90  lag median  worst  down use")
+    if a.gets:
+        print("  start     end  file chunk  host")
+        for g in res["gets"]:
+            print(f"{g['start_s']:7.2f} {g['end_s']:7.2f}  {g['file']} {g['chunk']}  {g['host']}")
+    print("    s   S3 sent  host p10  median   p90  lag median  worst  GETs  down use")
     for r in res["series"]:
         use = f"{r['down_use_median']:8.2f}" if "down_use_median" in r else ""
         print(f"{r['t_s']:5.1f} {r['s3_mib']:9.1f} {r['host_p10_mib']:9.1f} {r['host_median_mib']:7.1f}"
-              f" {r['host_p90_mib']:5.1f} {r['lag_median_mib']:11.1f} {r['lag_worst_mib']:6.1f} {use}")
+              f" {r['host_p90_mib']:5.1f} {r['lag_median_mib']:11.1f} {r['lag_worst_mib']:6.1f}"
+              f" {r['s3_gets']:5d} {use}")
     c = res["chunks"]
     if c:
         print(f"a chunk from its S3 GET's start (medians): GET {c['get_s']} s, first neighbour starts"
               f" {c['first_start_s']} s, median host starts {c['median_start_s']} s, median host whole"
               f" {c['median_whole_s']} s, last host whole {c['last_whole_s']} s")
+    t = res.get("tail")
+    if t:
+        print("downlink use before a host's last byte, over 1 / 2 / 4 s: median host"
+              f" {t['median_last_1s']} / {t['median_last_2s']} / {t['median_last_4s']},"
+              f" last host {t['last_host_last_1s']} / {t['last_host_last_2s']} / {t['last_host_last_4s']}")
     return 0
 
 

@@ -50,8 +50,24 @@ def test_lag_and_spread_from_two_hosts(tmp_path):
     assert at2["lag_worst_mib"] == 0.0 and at2["lag_median_mib"] == 0.0
     assert res["chunks"] == {"get_s": 1.0, "first_start_s": 0.5, "median_start_s": 0.5,
                              "median_whole_s": 1.5, "last_whole_s": 1.5}
+    assert at1["s3_gets"] == 0  # the GET ended at 1 s
+    # Both hosts' last bytes came at 1 MiB/s over their last second: 0.548
+    # of the link; spread over 2 and 4 s, half and a quarter of it.
+    tail = res["tail"]
+    for who in ("median", "last_host"):
+        assert abs(tail[f"{who}_last_1s"] - 0.548) < 0.002
+        assert abs(tail[f"{who}_last_2s"] - 0.274) < 0.002
+        assert abs(tail[f"{who}_last_4s"] - 0.137) < 0.002
+    assert res["gets"] == [{"file": "f.safetensors", "chunk": 0, "host": "swarm-h1",
+                            "start_s": 0.0, "end_s": 1.0}]
+    half = json.loads(run(str(tmp_path), "--json", "--step-s", "0.5").stdout)
+    assert half["series"][0]["t_s"] == 0.5 and half["series"][0]["s3_gets"] == 1
+    assert "tail" not in half  # no link rate given
     text = run(str(tmp_path))
     assert text.returncode == 0 and "2 hosts, 1 S3 GETs" in text.stdout
+    text = run(str(tmp_path), "--gets", "--rate-mbit", "16")
+    assert text.returncode == 0 and "f.safetensors 0  swarm-h1" in text.stdout
+    assert "last host 0.548 / 0.274 / 0.137" in text.stdout
 
 
 def test_a_run_without_debug_lines_is_refused(tmp_path):
