@@ -26,7 +26,7 @@ before its last byte (the median host's and the last host's): how well
 the end of a host's download fills its link. --gets lists every S3 GET
 (start, end, file and chunk, host) in the order they began.
 
-docs/benchmarks.md (session 43) has a run's numbers.
+docs/benchmarks.md (sessions 43 and 44) has runs' numbers.
 """
 import argparse
 import datetime
@@ -147,7 +147,7 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
                "host_p90_mib": round(quantile(held, 0.9) / MIB, 2),
                "lag_median_mib": round((sent - statistics.median(held)) / MIB, 2),
                "lag_worst_mib": round((sent - min(held)) / MIB, 2),
-               "s3_gets": sum(1 for _, a, b in s3 if a <= t < b)}
+               "gets_under_way": sum(1 for _, a, b in s3 if a <= t < b)}
         if goodput:
             fetching = [v for v in mine.values() if max(b for _, _, b in v) > t]
             if fetching:
@@ -211,7 +211,7 @@ def main(argv=None):
         use = f"{r['down_use_median']:8.2f}" if "down_use_median" in r else ""
         print(f"{r['t_s']:5.1f} {r['s3_mib']:9.1f} {r['host_p10_mib']:9.1f} {r['host_median_mib']:7.1f}"
               f" {r['host_p90_mib']:5.1f} {r['lag_median_mib']:11.1f} {r['lag_worst_mib']:6.1f}"
-              f" {r['s3_gets']:5d} {use}")
+              f" {r['gets_under_way']:5d} {use}")
     c = res["chunks"]
     if c:
         print(f"a chunk from its S3 GET's start (medians): GET {c['get_s']} s, first neighbour starts"

@@ -50,7 +50,7 @@ def test_lag_and_spread_from_two_hosts(tmp_path):
     assert at2["lag_worst_mib"] == 0.0 and at2["lag_median_mib"] == 0.0
     assert res["chunks"] == {"get_s": 1.0, "first_start_s": 0.5, "median_start_s": 0.5,
                              "median_whole_s": 1.5, "last_whole_s": 1.5}
-    assert at1["s3_gets"] == 0  # the GET ended at 1 s
+    assert at1["gets_under_way"] == 0  # the GET ended at 1 s
     # Both hosts' last bytes came at 1 MiB/s over their last second: 0.548
     # of the link; spread over 2 and 4 s, half and a quarter of it.
     tail = res["tail"]
@@ -61,7 +61,7 @@ def test_lag_and_spread_from_two_hosts(tmp_path):
     assert res["gets"] == [{"file": "f.safetensors", "chunk": 0, "host": "swarm-h1",
                             "start_s": 0.0, "end_s": 1.0}]
     half = json.loads(run(str(tmp_path), "--json", "--step-s", "0.5").stdout)
-    assert half["series"][0]["t_s"] == 0.5 and half["series"][0]["s3_gets"] == 1
+    assert half["series"][0]["t_s"] == 0.5 and half["series"][0]["gets_under_way"] == 1
     assert "tail" not in half  # no link rate given
     text = run(str(tmp_path))
     assert text.returncode == 0 and "2 hosts, 1 S3 GETs" in text.stdout
