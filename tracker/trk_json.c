@@ -99,10 +99,7 @@ char *trk_json_swarms(const trk_tracker_t *t, uint64_t now_ms) {
       !cJSON_AddNumberToObject(root, "uptime_s",
                                age_s(now_ms, st.started_ms)) ||
       !cJSON_AddNumberToObject(root, "restart_hold_s",
-                               st.hold_until_ms > now_ms
-                                   ? (double)(st.hold_until_ms - now_ms) /
-                                         1000.0
-                                   : 0.0) ||
+                               trk_tracker_hold_left_s(&st, now_ms)) ||
       !cJSON_AddNumberToObject(root, "peers", st.peers) ||
       !cJSON_AddNumberToObject(root, "peers_max", st.peers_max) ||
       (arr = cJSON_AddArrayToObject(root, "swarms")) == NULL ||

@@ -327,9 +327,7 @@ static void tracker_text(const trk_tracker_t *t, uint64_t now_ms, text_t *b) {
              age_s(now_ms, st.started_ms));
   metric_one(b, "weightswarm_tracker_restart_hold_seconds", "gauge",
              "Seconds left of a restart's hold on S3 leases (0: none).",
-             st.hold_until_ms > now_ms
-                 ? (double)(st.hold_until_ms - now_ms) / 1000.0
-                 : 0.0);
+             trk_tracker_hold_left_s(&st, now_ms));
 }
 
 /* The peer listener's own counters. */

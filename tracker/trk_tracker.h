@@ -251,5 +251,13 @@ int trk_tracker_swarm_ended(const trk_tracker_t *t, const trk_swarm_t *s,
 trk_swarm_t *trk_tracker_swarm_find(const trk_tracker_t *t,
                                     const ws_hash_t *digest);
 void trk_tracker_stats(const trk_tracker_t *t, trk_tracker_stats_t *out);
+/* Seconds left at now_ms of the restart's hold in st (0: none), as the
+ * API and /metrics show it. */
+static inline double trk_tracker_hold_left_s(const trk_tracker_stats_t *st,
+                                             uint64_t now_ms) {
+  return st->hold_until_ms > now_ms
+             ? (double)(st->hold_until_ms - now_ms) / 1000.0
+             : 0.0;
+}
 
 #endif

@@ -480,6 +480,12 @@ static void test_restart_holds_leases(void **state) {
   assert_int_equal(trk_metrics_text(t, NULL, NULL, 3000, &text, &len), 0);
   assert_non_null(strstr(text, "weightswarm_tracker_restart_hold_seconds 8\n"));
   free(text);
+  text = trk_json_swarms(t, 3000); /* the API says it too */
+  cJSON *j = cJSON_Parse(text);
+  assert_non_null(j);
+  assert_true(cJSON_GetObjectItem(j, "restart_hold_s")->valuedouble == 8.0);
+  cJSON_Delete(j);
+  free(text);
   /* The hold is over: the tick marks the swarms, and fresh is pushed what
    * nobody has: chunks 8-15 of d, and d2. */
   (void)trk_tracker_tick(t, 999 + TRK_RESTART_HOLD_MS);
