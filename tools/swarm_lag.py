@@ -149,7 +149,7 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
                "lag_worst_mib": round((sent - min(held)) / MIB, 2),
                "gets_under_way": sum(1 for _, a, b in s3 if a <= t < b)}
         if goodput:
-            fetching = [v for v in mine.values() if max(b for _, _, b in v) > t]
+            fetching = [v for v in mine.values() if v and max(b for _, _, b in v) > t]
             if fetching:
                 row["down_use_median"] = round(statistics.median(rate_at(v, t) / goodput for v in fetching), 3)
         rows.append(row)
@@ -178,7 +178,7 @@ def tail_use(mine, goodput):
     """Each host's downlink use over the last 1, 2 and 4 s before its last
     byte: the median over the hosts and the last host's."""
     use = []
-    for v in mine.values():
+    for v in (v for v in mine.values() if v):  # a host that took nothing has no end
         end = max(b for _, _, b in v)
         use.append((end, [(progress(v, end) - progress(v, end - w)) / (w * goodput) for w in (1, 2, 4)]))
     last = max(use)[1]

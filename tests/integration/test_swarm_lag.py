@@ -78,3 +78,20 @@ def test_a_run_without_debug_lines_is_refused(tmp_path):
     assert r.returncode != 0 and "prefetch" in r.stderr
     r = run(str(tmp_path / "nothing-here"))
     assert r.returncode != 0 and "no swarm-h*/p2pd.log" in r.stderr
+
+
+def test_a_host_that_took_nothing_is_left_out(tmp_path):
+    """A host that logged its prefetch and then nothing (it failed before
+    any transfer) counts as holding nothing; the tool still reads the run."""
+    write_run(tmp_path)
+    (tmp_path / "swarm-h3").mkdir()
+    (tmp_path / "swarm-h3" / "p2pd.log").write_text(
+        "2026-12-06T10:00:00.200Z p2pd info: release sha256-ab: prefetch from s3://b/p/\n")
+    r = run(str(tmp_path), "--json", "--step-s", "1", "--rate-mbit", "16")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["hosts"] == 3
+    at1 = res["series"][0]
+    assert at1["lag_worst_mib"] == 1.0  # it has none of the MiB S3 sent
+    assert abs(at1["down_use_median"] - 0.548) < 0.002  # of those fetching
+    assert abs(res["tail"]["last_host_last_1s"] - 0.548) < 0.002
