@@ -14,13 +14,15 @@ static int hello_encode(const ws_hello_t *h, msgpack_packer *pk) {
   if (!ws_labels_valid(h->labels))
     return WS_EUSAGE;
   bool lb = h->labels[0] != '\0';
-  return msgpack_pack_map(pk, lb ? 7 : 6) | ws_pk_kv_uint(pk, "v", h->version) |
+  return msgpack_pack_map(pk, 6u + lb + h->rejoin) |
+         ws_pk_kv_uint(pk, "v", h->version) |
          ws_pk_kv_bin(pk, "n", h->nonce, WS_HS_NONCE_LEN) |
          ws_pk_kv_str(pk, "id", h->node_id) |
          ws_pk_kv_uint(pk, "port", h->port) |
          ws_pk_kv_uint(pk, "role", h->role) |
          ws_pk_kv_str(pk, "zone", h->zone) |
-         (lb ? ws_pk_kv_str(pk, "lb", h->labels) : 0);
+         (lb ? ws_pk_kv_str(pk, "lb", h->labels) : 0) |
+         (h->rejoin ? ws_pk_kv_bool(pk, "rj", true) : 0);
 }
 
 static int hello_decode(const msgpack_object *map, ws_hello_t *h) {
@@ -28,6 +30,7 @@ static int hello_decode(const msgpack_object *map, ws_hello_t *h) {
   int rc;
 
   h->labels[0] = '\0';
+  h->rejoin = false;
 
   if ((rc = ws_mp_u32(map, "v", true, UINT32_MAX, &h->version)) < 0 ||
       (rc = ws_mp_binfix(map, "n", true, h->nonce, WS_HS_NONCE_LEN)) < 0 ||
@@ -35,7 +38,8 @@ static int hello_decode(const msgpack_object *map, ws_hello_t *h) {
       (rc = ws_mp_u32(map, "port", false, UINT16_MAX, &port)) < 0 ||
       (rc = ws_mp_u32(map, "role", true, WS_ROLE_LAST - 1, &role)) < 0 ||
       (rc = ws_mp_strbuf(map, "zone", false, h->zone, WS_ZONE_MAX)) < 0 ||
-      (rc = ws_mp_strbuf(map, "lb", false, h->labels, WS_LABELS_MAX)) < 0)
+      (rc = ws_mp_strbuf(map, "lb", false, h->labels, WS_LABELS_MAX)) < 0 ||
+      (rc = ws_mp_bool(map, "rj", false, &h->rejoin)) < 0)
     return rc;
   if (h->node_id[0] == '\0' || !ws_labels_valid(h->labels))
     return WS_EBADMSG;

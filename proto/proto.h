@@ -181,6 +181,12 @@ typedef struct {
   /* Optional node labels, canonical "k=v,k2=v2" (ws_labels.h), key "lb";
    * empty is not sent, and peers that predate it never send it. */
   char labels[WS_LABELS_MAX + 1];
+  /* Optional "rj" (peer -> tracker): this node had been accepted by a
+   * tracker at the address it dialed and lost that link; it is joining
+   * again. Sent only when true (older trackers ignore it). A tracker that
+   * hears it within TRK_RESTART_HOLD_MS of its start has restarted, with or
+   * without --state (docs/tracker.md, "The restart hold"). */
+  bool rejoin;
 } ws_hello_t;
 
 typedef struct {

@@ -76,6 +76,7 @@ typedef struct {
   uint32_t hello_version;
   char zone[WS_ZONE_MAX + 1];
   char labels[WS_LABELS_MAX + 1]; /* canonical "k=v,..." or "" (HELLO lb) */
+  bool rejoin; /* HELLO "rj": a peer dialing a tracker it lost (proto.h) */
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
   uint32_t idle_timeout_ms; /* 0 = never */
@@ -97,6 +98,7 @@ typedef struct {
   uint8_t role; /* ws_role_t as claimed; trust it only after on_ready */
   char zone[WS_ZONE_MAX + 1];
   char labels[WS_LABELS_MAX + 1]; /* "" from peers that send none */
+  bool rejoin;                    /* HELLO "rj" (proto.h ws_hello_t) */
   char addr[64];
   uint16_t addr_port;
 } wire_peer_t;

@@ -388,6 +388,7 @@ static int io_send_hs_frame(wire_conn_t *c, bool hello) {
     memcpy(h.node_id, c->cfg.node_id, sizeof(h.node_id));
     memcpy(h.zone, c->cfg.zone, sizeof(h.zone));
     memcpy(h.labels, c->cfg.labels, sizeof(h.labels));
+    h.rejoin = c->cfg.rejoin;
     h.port = c->cfg.listen_port;
     h.role = c->cfg.role;
     h.version = c->cfg.hello_version;
@@ -441,6 +442,7 @@ static int io_handshake_frame(wire_conn_t *c, const ws_frame_t *f) {
     memcpy(c->peer.node_id, h.node_id, sizeof(c->peer.node_id));
     memcpy(c->peer.zone, h.zone, sizeof(c->peer.zone));
     memcpy(c->peer.labels, h.labels, sizeof(c->peer.labels));
+    c->peer.rejoin = h.rejoin;
     c->peer.listen_port = h.port;
     c->peer.role = h.role;
     return c->initiator ? io_send_hs_frame(c, false) : 0;

@@ -144,7 +144,10 @@
  * (trk_joining.h). At most TRK_JOINING_MAX such announces are remembered. */
 #define TRK_JOINING_MS 2000u
 #define TRK_JOINING_MAX 1024u
-/* A tracker whose state file (--state) existed at start has restarted:
+/* A tracker whose state file (--state) existed at start has restarted, and
+ * so has one that a node joins with HELLO "rj" (it had been accepted by a
+ * tracker at this address and lost the link) within this long of its
+ * start, state file or not (a Deployment's pod is replaced without one):
  * the nodes are reconnecting, each within its own reconnect backoff, and
  * until a holder announces again the tracker counts its chunks as needed
  * and would lease them to whichever node asked first, which then reads

@@ -31,6 +31,7 @@ typedef struct {
   uint16_t port;       /* listen port; 0 = does not serve */
   const char *zone;    /* optional zone label [A-Za-z0-9._:/-] */
   const char *labels;  /* canonical "k=v,..." (ws_labels.h); NULL: keep */
+  bool rejoin;         /* it lost its link to a tracker here (HELLO "rj") */
 } trk_peer_info_t;
 
 /* One joined swarm: the swarm and this peer's membership record in it. */

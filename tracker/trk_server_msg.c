@@ -376,7 +376,9 @@ void trk_conn_register(trk_conn_t *c) {
                           .addr = p->addr,
                           .port = p->listen_port,
                           .zone = p->zone,
-                          .labels = p->labels};
+                          .labels = p->labels,
+                          .rejoin = p->rejoin};
+  bool held = trk_tracker_hold_until(srv->t) != 0;
   int rc = trk_tracker_connect(srv->t, &info, now_ms(c), &id, &old);
   if (rc < 0) {
     char why[WS_ERRMSG_MAX + 1];
@@ -397,9 +399,14 @@ void trk_conn_register(trk_conn_t *c) {
     return;
   }
   c->peer = id;
-  WS_LOGI("conn#%llu %s node=%s zone=%s labels=%s port=%u: peer joined",
+  WS_LOGI("conn#%llu %s node=%s zone=%s labels=%s port=%u: peer %s",
           (unsigned long long)c->id, p->addr, p->node_id, p->zone, p->labels,
-          (unsigned)p->listen_port);
+          (unsigned)p->listen_port, p->rejoin ? "rejoined" : "joined");
+  uint64_t until = trk_tracker_hold_until(srv->t);
+  if (!held && until != 0)
+    WS_LOGI("a restart: node %s rejoins; no S3 lease for %llu ms while the "
+            "nodes reconnect",
+            p->node_id, (unsigned long long)(until - now_ms(c)));
   if (old != 0) {
     /* The node reconnected; its old connection is stale. Its peer record
      * is already gone, so closing it must not disconnect anything. */

@@ -116,6 +116,10 @@ void trk_tracker_hold_leases(trk_tracker_t *t, uint64_t until_ms) {
   t->hold_until_ms = until_ms;
 }
 
+uint64_t trk_tracker_hold_until(const trk_tracker_t *t) {
+  return t->hold_until_ms;
+}
+
 /* 1 while no origin lease goes out: a restart's hold is on. */
 static bool leases_held(const trk_tracker_t *t, uint64_t now_ms) {
   return now_ms < t->hold_until_ms;
@@ -213,6 +217,12 @@ int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
     return refuse(t, TRK_REFUSE_PEERS);
   if (rc < 0)
     return rc;
+  /* A node that lost its link to a tracker here, joining again this soon
+   * after our start: we restarted. Hold the leases as after a --state
+   * restart, counted from the start (trk_config.h TRK_RESTART_HOLD_MS). */
+  if (info->rejoin && t->hold_until_ms == 0 &&
+      now_ms < t->st.started_ms + TRK_RESTART_HOLD_MS)
+    t->hold_until_ms = t->st.started_ms + TRK_RESTART_HOLD_MS;
   /* A node that joins later is admitted by capped selectors (best effort:
    * out of memory only leaves it unchosen until the next join). */
   (void)trk_target_refresh_all(t->wanted, t->peers);

@@ -144,6 +144,9 @@ const char *trk_refusal_name(trk_refusal_t r);
  * bound to its address while connected). WS_ELIMIT at the peer cap, the
  * memory cap, that binding or TRK_MAX_NODES_PER_ADDR (trk_tracker_refusal
  * says which), WS_EUSAGE for bad info. */
+/* A peer that says it rejoins (info->rejoin) within TRK_RESTART_HOLD_MS of
+ * the tracker's start starts the restart's hold, if none is on, until that
+ * long after the start (trk_tracker_hold_leases). */
 int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         uint64_t now_ms, trk_peer_id_t *out,
                         trk_peer_id_t *replaced) WS_MUST_USE;
@@ -232,6 +235,8 @@ void trk_tracker_set_tree(trk_tracker_t *t, uint32_t k);
  * that announced. The first trk_tracker_tick after it marks every swarm
  * for a top-up (leases pushed). */
 void trk_tracker_hold_leases(trk_tracker_t *t, uint64_t until_ms);
+/* When the hold ends (0: none on). */
+uint64_t trk_tracker_hold_until(const trk_tracker_t *t);
 /* The wanted releases peer id has not joined, as a reply with nothing else
  * (no peers, no leases, interval 0): what the server pushes to every peer
  * when the wanted set grows, so a POSTed prefetch starts at once rather

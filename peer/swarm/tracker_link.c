@@ -438,6 +438,11 @@ static void tc_on_close(wire_conn_t *c, int status) {
     WS_LOGI("tracker link %s:%u: link %s: %s", tc->cfg.host,
             (unsigned)tc->cfg.port, was_up ? "lost" : "failed",
             ws_strerror(status));
+  /* From now on this node says it rejoins (HELLO "rj"): a tracker that
+   * hears that soon after its start has restarted and holds its S3 leases
+   * while the holders come back (docs/tracker.md, "The restart hold"). */
+  if (was_up)
+    tc->cfg.wire.rejoin = true;
   tc_backoff(tc);
   if (was_up && tc->cbs.on_link != NULL)
     tc->cbs.on_link(tc->cbs.arg, false, status);

@@ -52,6 +52,20 @@ static void test_ctl(void **state) {
   m.u.hello.role = WS_ROLE_TRACKER;
   assert_int_equal(roundtrip(&m, &o), 0);
   assert_memory_equal(&o.u.hello, &m.u.hello, sizeof(m.u.hello));
+  assert_false(o.u.hello.rejoin);
+  /* "rj" goes only when true, and comes back. */
+  ws_pbuf_t b0, b1;
+  ws_pbuf_init(&b0, 4u << 20);
+  ws_pbuf_init(&b1, 4u << 20);
+  assert_int_equal(ws_msg_encode(&m, &b0), 0);
+  m.u.hello.rejoin = true;
+  assert_int_equal(ws_msg_encode(&m, &b1), 0);
+  assert_int_equal(b1.len, b0.len + 4); /* fixstr "rj" + true */
+  ws_pbuf_free(&b0);
+  ws_pbuf_free(&b1);
+  assert_int_equal(roundtrip(&m, &o), 0);
+  assert_true(o.u.hello.rejoin);
+  assert_memory_equal(&o.u.hello, &m.u.hello, sizeof(m.u.hello));
 
   memset(&m, 0, sizeof(m));
   m.type = WS_MSG_AUTH;

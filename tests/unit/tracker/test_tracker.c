@@ -508,6 +508,39 @@ static void test_restart_holds_leases(void **state) {
   trk_tracker_free(t);
 }
 
+/* A tracker without --state: a node that says it rejoins (HELLO "rj": it
+ * lost its link to a tracker here) within TRK_RESTART_HOLD_MS of the start
+ * makes it a restart, held until that long after the start. A node that
+ * joins fresh, or rejoins after that window, starts no hold. */
+static void test_rejoin_starts_hold(void **state) {
+  (void)state;
+  trk_tracker_t *t = trk_tracker_new(0, 1, 1000);
+  trk_peer_id_t fresh, back, late, old;
+  trk_reply_t r;
+  ws_hash_t d;
+  assert_int_equal(ws_hash_from_hex(HEX, 64, &d), 0);
+  trk_peer_info_t in = {.node_id = "fresh", .addr = "10.0.0.9"};
+  assert_int_equal(trk_tracker_connect(t, &in, 1500, &fresh, &old), 0);
+  assert_int_equal(trk_tracker_hold_until(t), 0);
+  in.node_id = "back";
+  in.rejoin = true;
+  assert_int_equal(trk_tracker_connect(t, &in, 3000, &back, &old), 0);
+  assert_int_equal(trk_tracker_hold_until(t), 1000 + TRK_RESTART_HOLD_MS);
+  trk_announce_t an = ann(&d, 16);
+  assert_int_equal(trk_tracker_announce(t, fresh, &an, 3100, &r), 0);
+  assert_int_equal(r.nleases, 0); /* its holders may be reconnecting */
+  (void)trk_tracker_tick(t, 1000 + TRK_RESTART_HOLD_MS);
+  assert_int_equal(trk_tracker_hold_until(t), 0);
+  in.node_id = "late"; /* its link dropped on its own: no restart here */
+  assert_int_equal(
+      trk_tracker_connect(t, &in, 1000 + TRK_RESTART_HOLD_MS, &late, &old), 0);
+  assert_int_equal(trk_tracker_hold_until(t), 0);
+  assert_int_equal(
+      trk_tracker_announce(t, late, &an, 1001 + TRK_RESTART_HOLD_MS, &r), 0);
+  assert_true(r.nleases > 0);
+  trk_tracker_free(t);
+}
+
 static cJSON *parse(const char *s) {
   cJSON *j = cJSON_Parse(s);
   assert_non_null(j);
@@ -811,6 +844,7 @@ int main(void) {
       cmocka_unit_test(test_prefetch_and_wanted_in_replies),
       cmocka_unit_test(test_restart_rebuilds),
       cmocka_unit_test(test_restart_holds_leases),
+      cmocka_unit_test(test_rejoin_starts_hold),
       cmocka_unit_test(test_json_and_metrics),
       cmocka_unit_test(test_leave_keeps_reported_error),
       cmocka_unit_test(test_ended_swarm_stays_listed),
