@@ -55,15 +55,6 @@ def cluster(tmp_path, rgw, s3env):
     proxy.close()
 
 
-def wait_for(cond, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not in {timeout} s: {what}")
-
-
 def prefetch_all(peers, uri):
     """p2pctl prefetch on every node at once (no --wait)."""
     procs = [subprocess.Popen([binary("tools/p2pctl"), "--api", p.sock, "prefetch", uri],
@@ -87,7 +78,7 @@ def test_six_nodes_tracker_down_share_s3(cluster, pub, rel):
     # announce interval, 5 s): the metric counts its address book. A build
     # without one (the code before the fix) gets two intervals instead.
     if "weightswarm_p2pd_nodes_known" in peers[0].api("GET", "/metrics")[1]:
-        wait_for(lambda: all(p.metric("weightswarm_p2pd_nodes_known") >= NODES - 1
+        ws.wait_for(lambda: all(p.metric("weightswarm_p2pd_nodes_known") >= NODES - 1
                              for p in peers), 40, "every node knows the other five")
     else:
         time.sleep(11)

@@ -12,7 +12,6 @@ start: restart_hold_s stayed 0 after the restart below.
 WS_P2PD_BUILD=DIR runs the node from another build (e.g. the p2pd from
 before the change against this tracker)."""
 import os
-import re
 import signal
 import time
 
@@ -26,23 +25,6 @@ def hold_s(trk):
     return body["restart_hold_s"]
 
 
-def metric(trk, name):
-    st, body = trk.get("/metrics")
-    assert st == 200, body
-    m = re.search(r"^%s (\S+)$" % re.escape(name), body, re.M)
-    assert m, name
-    return float(m.group(1))
-
-
-def wait(cond, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out: " + what)
-
-
 def test_node_rejoining_a_restarted_tracker_starts_the_hold(s3env, tmp_path):
     key = ws.write_cluster_key(str(tmp_path / "cluster.key"))
     trk = ws.Tracker(BUILD, str(tmp_path), key).start()
@@ -50,7 +32,7 @@ def test_node_rejoining_a_restarted_tracker_starts_the_hold(s3env, tmp_path):
     p = ws.swarm_peer(BUILD, str(tmp_path), s3env, "p1", trk, key,
                       binary_build=nodes).start()
     try:
-        wait(lambda: metric(trk, "weightswarm_tracker_peers") == 1, 20,
+        ws.wait_for(lambda: trk.metric("weightswarm_tracker_peers") == 1, 20,
              "the node joins")
         # A first join is no restart.
         assert hold_s(trk) == 0, trk.tail()
@@ -59,18 +41,18 @@ def test_node_rejoining_a_restarted_tracker_starts_the_hold(s3env, tmp_path):
         trk.stop(signal.SIGKILL)
         t0 = time.time()
         trk.start()
-        wait(lambda: metric(trk, "weightswarm_tracker_peers") == 1, 20,
+        ws.wait_for(lambda: trk.metric("weightswarm_tracker_peers") == 1, 20,
              "the node rejoins")
         h = hold_s(trk)
         since = time.time() - t0
         # Counted from the tracker's start, so at most 10 s and no more
         # than what is left of them.
         assert 0 < h <= 10 - since + 0.75, (h, since, trk.tail())
-        assert metric(trk, "weightswarm_tracker_restart_hold_seconds") > 0
+        assert trk.metric("weightswarm_tracker_restart_hold_seconds") > 0
         log = trk.tail(100000)
         assert "peer rejoined" in log and "a restart: node" in log, log
         # The hold ends on its own.
-        wait(lambda: hold_s(trk) == 0, 15, "the hold ends")
+        ws.wait_for(lambda: hold_s(trk) == 0, 15, "the hold ends")
     finally:
         p.stop()
         trk.stop()

@@ -22,23 +22,6 @@ import ws
 KiB = 1 << 10
 
 
-def metric(trk, name):
-    st, body = trk.get("/metrics")
-    assert st == 200, body
-    m = re.search(r"^%s (\S+)$" % re.escape(name), body, re.M)
-    assert m, name
-    return float(m.group(1))
-
-
-def wait(cond, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out: " + what)
-
-
 def test_refused_node_backs_off_and_fetches_without_tracker(rgw, s3env, tmp_path):
     bucket = rgw.bucket()
     d = ws.make_release(str(tmp_path / "rel"), shard_bytes=300 * KiB, nshards=2,
@@ -51,7 +34,7 @@ def test_refused_node_backs_off_and_fetches_without_tracker(rgw, s3env, tmp_path
                        binary_build=nodes).start()
     p2 = None
     try:
-        wait(lambda: metric(trk, "weightswarm_tracker_peers") == 1, 20, "p1 joins")
+        ws.wait_for(lambda: trk.metric("weightswarm_tracker_peers") == 1, 20, "p1 joins")
         p2 = ws.swarm_peer(BUILD, str(tmp_path), s3env, "p2", trk, key,
                            binary_build=nodes).start()
         # p2 is turned away: it fetches the release all the same.
@@ -69,11 +52,11 @@ def test_refused_node_backs_off_and_fetches_without_tracker(rgw, s3env, tmp_path
         # 30 s): a handful of connections in 8 s, where a reset at each
         # handshake made 16-32. Measured once p2 has been refused for a
         # while, so its delay is past the first steps.
-        a0 = metric(trk, "weightswarm_tracker_conns_accepted_total")
+        a0 = trk.metric("weightswarm_tracker_conns_accepted_total")
         time.sleep(8)
-        a1 = metric(trk, "weightswarm_tracker_conns_accepted_total")
+        a1 = trk.metric("weightswarm_tracker_conns_accepted_total")
         assert a1 - a0 <= 4, (a0, a1, p2.tail(3000))
-        assert metric(trk, "weightswarm_tracker_peers") == 1
+        assert trk.metric("weightswarm_tracker_peers") == 1
         # The node was told why, said so once, and counts the tracker down.
         log = p2.tail(200000)
         assert "turned this node away" in log and "--max-peers" in log, log
@@ -89,7 +72,7 @@ def test_refused_node_backs_off_and_fetches_without_tracker(rgw, s3env, tmp_path
         # p1, the node the tracker took, is unaffected.
         r = p1.ctl("prefetch", pub["uri"])
         assert r.returncode == 0, r.stdout + r.stderr + p1.tail()
-        wait(lambda: (ws.release_state(p1, pub["digest"]) or {}).get("state") == "ready",
+        ws.wait_for(lambda: (ws.release_state(p1, pub["digest"]) or {}).get("state") == "ready",
              60, "p1 ready")
     finally:
         if p2 is not None:

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -67,6 +68,17 @@ def metric_sum(text, name):
         if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def wait_for(cond, timeout, what, step=0.1):
+    """Polls cond() every step seconds until it is true; AssertionError
+    naming what after timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(step)
+    raise AssertionError(f"not in {timeout} s: {what}")
 
 
 def supports(binary, flag):
@@ -375,6 +387,14 @@ class Tracker:
 
     def get(self, path):
         return self.request("GET", path)
+
+    def metric(self, name):
+        """A metric's value from /metrics (summed over its labels); it must
+        be there."""
+        st, text = self.get("/metrics")
+        assert st == 200, text
+        assert re.search(r"^%s[ {]" % re.escape(name), text, re.M), name
+        return metric_sum(text, name)
 
     def prefetch(self, **body):
         """POST /api/v1/prefetch (the autoscaler hook); it must be accepted:
