@@ -143,10 +143,10 @@ const char *trk_refusal_name(trk_refusal_t r);
  * connection; from another address the new one is refused (the id is
  * bound to its address while connected). WS_ELIMIT at the peer cap, the
  * memory cap, that binding or TRK_MAX_NODES_PER_ADDR (trk_tracker_refusal
- * says which), WS_EUSAGE for bad info. */
-/* A peer that says it rejoins (info->rejoin) within TRK_RESTART_HOLD_MS of
- * the tracker's start starts the restart's hold, if none is on, until that
- * long after the start (trk_tracker_hold_leases). */
+ * says which), WS_EUSAGE for bad info. A peer that says it rejoins
+ * (info->rejoin) within TRK_RESTART_HOLD_MS of the tracker's start starts
+ * the restart's hold, if none is on, until that long after the start
+ * (trk_tracker_hold_leases). */
 int trk_tracker_connect(trk_tracker_t *t, const trk_peer_info_t *info,
                         uint64_t now_ms, trk_peer_id_t *out,
                         trk_peer_id_t *replaced) WS_MUST_USE;
