@@ -16,6 +16,10 @@ the first prefetch:
 - with B, the median host's downlink use: the sum of its transfers' rates
   over 0.956 × B (TCP payload per line rate);
 
+- the transfers arriving at a host (its S3 GETs and chunks from
+  neighbours), and with p2pd's "upload #N" lines the uploads under way, of
+  them chunks still arriving at the sender (means over the hosts);
+
 and, per chunk from the start of its S3 GET (medians over the chunks): the
 GET's duration, when a first neighbour and the median host began taking
 it, and when the median and the last host had it whole. The series also
@@ -26,7 +30,7 @@ before its last byte (the median host's and the last host's): how well
 the end of a host's download fills its link. --gets lists every S3 GET
 (start, end, file and chunk, host) in the order they began.
 
-docs/benchmarks.md (sessions 43 and 44) has runs' numbers.
+docs/benchmarks.md (sessions 43 to 45) has runs' numbers.
 """
 import argparse
 import datetime
@@ -44,6 +48,8 @@ RE_GET = re.compile(r"origin: GET (\S+) chunk (\d+) \((\d+) bytes\)")
 RE_ATTEMPT = re.compile(r"(s3 req#\d+): attempt 1 ")
 RE_DONE = re.compile(r"(s3 req#\d+): done status=0")
 RE_PEER = re.compile(r"chunk (\d+) of (\S+) from \w+: whole (\d+) ms after")
+RE_UP_START = re.compile(r"upload #(\d+): chunk \d+ to nbr#\d+ \S+ \((held|arriving here)\)")
+RE_UP_END = re.compile(r"upload #(\d+): ended")
 
 
 def stamp(line):
@@ -56,11 +62,12 @@ def stamp(line):
 
 
 def parse_host(path):
-    """(first prefetch time, S3 GETs, chunks from neighbours) of one log:
-    GETs as (file, chunk, bytes, start, end), chunks as (file, chunk,
-    start, end)."""
+    """(first prefetch time, S3 GETs, chunks from neighbours, uploads) of
+    one log: GETs as (file, chunk, bytes, start, end), chunks as (file,
+    chunk, start, end), uploads as (start, end or None, still arriving
+    here)."""
     prefetch, gets, peers = None, [], []
-    pending, started = None, {}
+    pending, started, ups = None, {}, {}
     with open(path, errors="replace") as f:
         for line in f:
             t = stamp(line)
@@ -86,7 +93,15 @@ def parse_host(path):
             if m:
                 took = int(m.group(3)) / 1000.0
                 peers.append((m.group(2), int(m.group(1)), t - took, t))
-    return prefetch, gets, peers
+                continue
+            m = RE_UP_START.search(line)
+            if m:
+                ups[m.group(1)] = [t, None, m.group(2) != "held"]
+                continue
+            m = RE_UP_END.search(line)
+            if m and m.group(1) in ups:
+                ups[m.group(1)][1] = t
+    return prefetch, gets, peers, [tuple(u) for u in ups.values()]
 
 
 def progress(transfers, t):
@@ -121,7 +136,7 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
     t0 = min(starts)
     size = {}
     gets = []
-    for h, (_, hg, _) in hosts.items():
+    for h, (_, hg, _, _) in hosts.items():
         for name, j, n, a, b in hg:
             size[(name, j)] = n
             gets.append((name, j, n, a - t0, b - t0, h))
@@ -130,11 +145,16 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
         raise SystemExit("swarm_lag: no S3 GET with its done line (debug logs?)")
     s3 = [(n, a, b) for _, _, n, a, b, _ in gets]
     mine = {}
-    for h, (_, hg, hp) in hosts.items():
+    for h, (_, hg, hp, _) in hosts.items():
         own = [(n, a - t0, b - t0) for _, _, n, a, b in hg]
         got = [(size[(name, j)], a - t0, b - t0) for name, j, a, b in hp if (name, j) in size]
         mine[h] = own + got
     end = max(b for v in mine.values() for _, _, b in v)
+    # Uploads under way (p2pd's "upload #N" debug lines), an unended one
+    # to the end of the run.
+    ups = {h: [(a - t0, (b if b is not None else t0 + end) - t0, live)
+               for a, b, live in hu] for h, (_, _, _, hu) in hosts.items()}
+    has_ups = any(ups.values())
     rows = []
     t = step_s
     goodput = rate_mbit * 1e6 / 8 * GOODPUT if rate_mbit else 0
@@ -147,7 +167,14 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
                "host_p90_mib": round(quantile(held, 0.9) / MIB, 2),
                "lag_median_mib": round((sent - statistics.median(held)) / MIB, 2),
                "lag_worst_mib": round((sent - min(held)) / MIB, 2),
-               "gets_under_way": sum(1 for _, a, b in s3 if a <= t < b)}
+               "gets_under_way": sum(1 for _, a, b in s3 if a <= t < b),
+               "arriving_mean": round(statistics.mean(
+                   sum(1 for _, a, b in v if a <= t < b) for v in mine.values()), 2)}
+        if has_ups:
+            row["uploads_mean"] = round(statistics.mean(
+                sum(1 for a, b, _ in u if a <= t < b) for u in ups.values()), 2)
+            row["uploads_arriving_mean"] = round(statistics.mean(
+                sum(1 for a, b, live in u if live and a <= t < b) for u in ups.values()), 2)
         if goodput:
             fetching = [v for v in mine.values() if v and max(b for _, _, b in v) > t]
             if fetching:
@@ -157,7 +184,7 @@ def analyse(dirpath, rate_mbit=0, step_s=2.0):
     spread = []
     for name, j, n, a, b, _ in gets:
         took = sorted((pa - t0, pb - t0) for pn, pj, pa, pb in
-                      (x for _, _, hp in hosts.values() for x in hp) if (pn, pj) == (name, j))
+                      (x for _, _, hp, _ in hosts.values() for x in hp) if (pn, pj) == (name, j))
         if not took:
             continue
         begun = sorted(x for x, _ in took)
@@ -206,12 +233,15 @@ def main(argv=None):
         print("  start     end  file chunk  host")
         for g in res["gets"]:
             print(f"{g['start_s']:7.2f} {g['end_s']:7.2f}  {g['file']} {g['chunk']}  {g['host']}")
-    print("    s   S3 sent  host p10  median   p90  lag median  worst  GETs  down use")
+    print("    s   S3 sent  host p10  median   p90  lag median  worst  GETs  arriving  uploads"
+          "  (arriving)  down use")
     for r in res["series"]:
         use = f"{r['down_use_median']:8.2f}" if "down_use_median" in r else ""
+        up = (f"{r['uploads_mean']:8.2f} {r['uploads_arriving_mean']:11.2f}"
+              if "uploads_mean" in r else f"{'-':>8} {'-':>11}")
         print(f"{r['t_s']:5.1f} {r['s3_mib']:9.1f} {r['host_p10_mib']:9.1f} {r['host_median_mib']:7.1f}"
               f" {r['host_p90_mib']:5.1f} {r['lag_median_mib']:11.1f} {r['lag_worst_mib']:6.1f}"
-              f" {r['gets_under_way']:5d} {use}")
+              f" {r['gets_under_way']:5d} {r['arriving_mean']:9.2f} {up} {use}")
     c = res["chunks"]
     if c:
         print(f"a chunk from its S3 GET's start (medians): GET {c['get_s']} s, first neighbour starts"

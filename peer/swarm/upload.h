@@ -43,6 +43,7 @@ typedef struct peer_uploads_s {
   unsigned uploads;        /* chunk uploads streaming */
   unsigned mani_sends;     /* manifests being sent */
   unsigned alive;          /* upload objects not yet freed (shutdown) */
+  uint64_t started;        /* chunk uploads begun (their debug-log number) */
   uint64_t contended_ms;   /* a request was last refused for want of a slot */
   bool stopping;
   /* An upload of n ended: its queue moves on (upload_chunk.c calls it;

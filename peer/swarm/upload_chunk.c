@@ -64,6 +64,7 @@ struct peer_upload_s {
   up_state_t state;
   uint8_t digest[WS_PROTO_DIGEST_LEN];
   uint32_t g, req_id;
+  uint64_t seq;      /* "upload #seq" in the debug log */
   ws_hash_t sha256;  /* blob to open */
   peer_file_t *file; /* live: reference held; else NULL */
   uint32_t j;        /* live: chunk in file */
@@ -186,6 +187,8 @@ static void up_maybe_end(peer_upload_t *up) {
   up_set_state(up, UP_CLOSING);
   assert(u->uploads > 0);
   u->uploads--;
+  WS_LOGD("upload #%llu: ended, %u of %u bytes sent",
+          (unsigned long long)up->seq, up->sent, up->len);
   if (up->status == 0 && up->sent == up->len) {
     u->ctx->counters.chunks_served++;
     u->ctx->counters.served_live += up->was_live;
@@ -554,6 +557,11 @@ void peer_upload_chunk_start(peer_uploads_t *u, peer_neighbor_t *n,
   assert(n->nups < WS_MUX_MAX);
   n->ups[n->nups++] = up;
   u->uploads++;
+  up->seq = ++u->started;
+  /* tools/swarm_lag.py reads these two lines (uploads under way). */
+  WS_LOGD("upload #%llu: chunk %u to nbr#%llu %s (%s)",
+          (unsigned long long)up->seq, up->g, (unsigned long long)n->id,
+          n->node_id, up->live ? "arriving here" : "held");
   up->state = UP_OPENING;
   if (rc == 0) {
     up_set_state(up, UP_STREAMING);

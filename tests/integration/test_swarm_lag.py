@@ -70,6 +70,36 @@ def test_lag_and_spread_from_two_hosts(tmp_path):
     assert "last host 0.548 / 0.274 / 0.137" in text.stdout
 
 
+UPLOADS = """\
+2026-12-06T10:00:00.500Z p2pd debug: upload #1: chunk 0 to nbr#3 10113b27c147142c (arriving here)
+2026-12-06T10:00:01.200Z p2pd debug: upload #2: chunk 0 to nbr#4 20113b27c147142c (held)
+2026-12-06T10:00:01.500Z p2pd debug: upload #1: ended, 1048576 of 1048576 bytes sent
+2026-12-06T10:00:01.800Z p2pd debug: upload #2: ended, 1048576 of 1048576 bytes sent
+"""
+
+
+def test_transfers_and_uploads_under_way(tmp_path):
+    """The reader sends its chunk on while it arrives (0.5-1.5 s), then
+    whole to another neighbour (1.2-1.8 s); the series counts what each
+    host receives and, from p2pd's upload lines, what it sends."""
+    write_run(tmp_path)
+    res = json.loads(run(str(tmp_path), "--json", "--step-s", "0.5").stdout)
+    s = {r["t_s"]: r for r in res["series"]}
+    assert "uploads_mean" not in s[0.5]  # no upload lines: not counted
+    assert s[0.5]["arriving_mean"] == 1.0  # the GET, and the neighbour's
+    assert s[1.0]["arriving_mean"] == 0.5  # the GET ended at 1 s
+    log = tmp_path / "swarm-h1" / "p2pd.log"
+    log.write_text(READER + UPLOADS)
+    res = json.loads(run(str(tmp_path), "--json", "--step-s", "0.5").stdout)
+    s = {r["t_s"]: r for r in res["series"]}
+    # Means over the two hosts: the reader's uploads, the neighbour's none.
+    assert (s[1.0]["uploads_mean"], s[1.0]["uploads_arriving_mean"]) == (0.5, 0.5)
+    assert (s[1.5]["uploads_mean"], s[1.5]["uploads_arriving_mean"]) == (0.5, 0.0)
+    assert s[2.0]["uploads_mean"] == 0.0
+    text = run(str(tmp_path), "--step-s", "0.5")
+    assert text.returncode == 0 and "arriving  uploads  (arriving)" in text.stdout
+
+
 def test_a_run_without_debug_lines_is_refused(tmp_path):
     (tmp_path / "swarm-h1").mkdir()
     (tmp_path / "swarm-h1" / "p2pd.log").write_text(
