@@ -128,7 +128,20 @@
  * per neighbour kept eight; 100 nodes x 140 GB 1.59 x T_min against 1.08,
  * though the median node gained (docs/scale.md, session 33). Where a
  * chunk takes longer than that wait, as on the bench's links (0.5-3 s),
- * one per neighbour gained (above). */
+ * one per neighbour gained (above).
+ * One deep, a neighbour whose chunk is arriving here counts as asked
+ * (peer_picker_fill): it is asked again once that chunk is whole. A
+ * neighbour uploading to us with PEER_UPLOADS_MAX - PEER_UPLOADS_SPARE
+ * slots taken keeps our next request queued until one ends (upload.c),
+ * mostly the end of the chunk it sends us: at 48 nodes 35 % of the
+ * requests waited there over 0.3 s, 0.74-0.84 s on average, their chunks
+ * asked of nobody else meanwhile, while other senders had free slots
+ * (0.62 of 6 idle per host) and each chunk arriving filled about one
+ * sixth of a host's downlink. Asked elsewhere instead (session 46,
+ * interleaved): 48 nodes 1.244 x T_min (median of 7) against 1.262, fifo
+ * 1.334 against 1.355, 24 nodes 1.187 against 1.165 (three each); with
+ * the last 250 ms of such a chunk left out, 48 nodes 1.2515 (six), 24
+ * nodes 1.153 (docs/benchmarks.md). */
 #define PEER_DEPTH_ONE_CHUNK_MS PEER_BUSY_RETRY_MS
 /* Chunk requests in flight over all neighbours at once (each neighbour
  * still PEER_PIPELINE_DEPTH at most). With 16 neighbours x 3 (the depth

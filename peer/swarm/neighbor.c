@@ -221,14 +221,18 @@ int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms) {
   return ++n->misses >= PEER_NBR_MISSES_MAX;
 }
 
+uint32_t peer_neighbor_arriving(const peer_neighbor_t *n) {
+  uint32_t k = n->whole.open;
+  for (uint32_t i = 0; i < WS_MUX_MAX; i++)
+    k += n->pcs[i].open;
+  return k;
+}
+
 int peer_neighbor_idle(const peer_neighbor_t *n, uint64_t now_ms) {
   if (n->state != PEER_NEIGHBOR_READY || n->in != PEER_NEIGHBOR_IN_NONE ||
-      n->whole.open || n->nups > 0 || n->mani_open || n->sq_len > 0)
+      n->nups > 0 || n->mani_open || n->sq_len > 0 ||
+      peer_neighbor_arriving(n) > 0)
     return 0;
-  for (uint32_t i = 0; i < WS_MUX_MAX; i++) {
-    if (n->pcs[i].open)
-      return 0;
-  }
   /* Waiting for one of our upload slots is not idle. */
   if (n->waiting && now_ms - n->wait_last_ms < PEER_NBR_IDLE_MS)
     return 0;

@@ -261,6 +261,9 @@ uint64_t peer_neighbor_paused(const peer_neighbor_t *n, uint64_t now_ms);
 /* It missed a progress deadline: benched for PEER_NBR_BENCH_MS; 1 when
  * that makes PEER_NBR_MISSES_MAX and it should be closed. */
 int peer_neighbor_missed(peer_neighbor_t *n, uint64_t now_ms);
+/* Chunks arriving from n now: their first CHUNK header came, their last
+ * byte has not. */
+uint32_t peer_neighbor_arriving(const peer_neighbor_t *n);
 /* 1 when n is idle (nothing open either way, no chunk or manifest byte
  * for PEER_NBR_IDLE_MS, not refused one of our upload slots in that
  * time): its slot may go to another. */

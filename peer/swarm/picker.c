@@ -225,7 +225,8 @@ void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n) {
       uv_now(p->ctx->loop) < n->busy_until_ms)
     return;
   uint32_t depth = peer_picker_depth(p);
-  while (n->nreqs < depth && p->nbrs->nreqs < PEER_REQS_MAX &&
+  uint32_t asked = depth == 1 ? peer_neighbor_arriving(n) : 0;
+  while (n->nreqs + asked < depth && p->nbrs->nreqs < PEER_REQS_MAX &&
          n->state == PEER_NEIGHBOR_READY) {
     pick_t best;
     memset(&best, 0, sizeof(best));

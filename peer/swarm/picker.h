@@ -88,7 +88,10 @@ void peer_picker_init(peer_picker_t *p, peer_ctx_t *ctx, peer_neighbors_t *nbrs,
  * fast chunks keep the depth the model found right at 25 Gbit/s
  * (core/tunables.h says why). */
 uint32_t peer_picker_depth(const peer_picker_t *p);
-/* Fills n's request pipeline (see above). */
+/* Fills n's request pipeline (see above). One deep, a chunk arriving from
+ * n counts as a request to it: the next would wait in n's queue behind
+ * that chunk, its chunk asked of nobody else meanwhile (core/tunables.h,
+ * PEER_PIPELINE_DEPTH, says why); it is asked once that chunk is whole. */
 void peer_picker_fill(peer_picker_t *p, peer_neighbor_t *n);
 /* Chunks or neighbours changed: refills every pipeline. */
 void peer_picker_fill_all(peer_picker_t *p);

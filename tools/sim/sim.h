@@ -330,6 +330,9 @@ uint32_t sim_flow_start(sim_t *s, uint32_t src, uint32_t dst, uint32_t kind,
                         uint32_t chunk, uint32_t conn);
 /* Bytes of f sent by now. */
 double sim_flow_done_bytes(const sim_t *s, const sim_flow_t *f);
+/* Requests c's client may have out to its server now (sim_node.c):
+ * peer_picker_depth, and one deep none while a chunk comes from it. */
+uint32_t sim_conn_depth(const sim_t *s, const sim_conn_t *c);
 /* f sent its last byte: out of the links, kept for its receiver. */
 void sim_flow_sent(sim_t *s, uint32_t id);
 /* f is gone (taken, canceled, failed). */

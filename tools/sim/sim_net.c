@@ -94,6 +94,30 @@ double sim_flow_done_bytes(const sim_t *s, const sim_flow_t *f) {
   return f->size - (left > 0 ? left : 0);
 }
 
+/* Chunks arriving at the client on c: their header came, they are not all
+ * sent (peer_neighbor_arriving). */
+static uint32_t conn_arriving(const sim_t *s, const sim_conn_t *c) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < c->nups; i++) {
+    const sim_flow_t *f = &s->flows[c->ups[i]];
+    k += f->accepted && !f->discard;
+  }
+  return k;
+}
+
+uint32_t sim_conn_depth(const sim_t *s, const sim_conn_t *c) {
+  const sim_node_t *n = &s->nodes[c->client];
+  const sim_policy_t *pol = &s->cfg.pol;
+  /* peer_picker_depth: one deep once reqs_max neighbours are ready and
+   * chunks come slowly. */
+  if (!pol->depth_spread || n->nready < pol->reqs_max || n->rx_Bps <= 0 ||
+      (double)s->cfg.chunk_bytes / n->rx_Bps < PEER_DEPTH_ONE_CHUNK_MS / 1e3)
+    return pol->depth;
+  /* One deep, a chunk arriving from the server counts as a request to it
+   * (peer_picker_fill). */
+  return conn_arriving(s, c) > 0 ? 0u : 1u;
+}
+
 void sim_flow_sent(sim_t *s, uint32_t id) {
   sim_flow_t *f = &s->flows[id];
   f->left = 0;

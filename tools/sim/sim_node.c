@@ -6,8 +6,9 @@
  * PEER_PICK_SCAN_MAX chunks, endgame when no chunk is MISSING; a neighbour
  * gets requests while it has fewer than --pipeline-depth
  * (PEER_PIPELINE_DEPTH; one once --reqs-max neighbours are ready and
- * chunks come slowly, as peer_picker_depth, unless --fixed-depth) and the
- * node fewer than --reqs-max (PEER_REQS_MAX) over all neighbours. A
+ * chunks come slowly, as peer_picker_depth, unless --fixed-depth; one
+ * deep, a chunk arriving from it counts) and the node fewer than
+ * --reqs-max (PEER_REQS_MAX) over all neighbours. A
  * request holds its slot until its CHUNK header (neighbor_conn.c: the
  * download then holds the chunk, not the request) or its REJECT; the
  * first header of a chunk wins, the node CANCELs its other requests for
@@ -184,14 +185,7 @@ void sim_node_fill_conn(sim_t *s, uint32_t cid) {
   const sim_policy_t *pol = &s->cfg.pol;
   if (!c->up || !n->joined || n->done || s->now < c->busy_until)
     return;
-  /* peer_picker_depth: one deep once reqs_max neighbours are ready and
-   * chunks come slowly. */
-  uint32_t depth = pol->depth_spread && n->nready >= pol->reqs_max &&
-                           n->rx_Bps > 0 &&
-                           (double)s->cfg.chunk_bytes / n->rx_Bps >=
-                               PEER_DEPTH_ONE_CHUNK_MS / 1e3
-                       ? 1u
-                       : pol->depth;
+  uint32_t depth = sim_conn_depth(s, c);
   while (c->nreqs < depth && n->nreqs < pol->reqs_max) {
     uint32_t g = pick(s, c);
     if (g == SIM_NONE)

@@ -542,6 +542,41 @@ static void test_one_deep_among_many(void **state) {
   sfx_teardown(s);
 }
 
+/* One deep, a neighbour whose chunk is arriving here counts as asked: a
+ * request to it would wait in its queue behind that chunk while another
+ * holder could start it now. It is asked again once the chunk is whole;
+ * two deep, it is asked as before. Fails when an arriving chunk does not
+ * count. */
+static void test_one_deep_not_behind_an_arriving_chunk(void **state) {
+  (void)state;
+  sfx_t *s = sfx_setup(spec_m, 1);
+  s->set.rx_bps = (uint64_t)FFX_CS * 1000u / (2 * PEER_DEPTH_ONE_CHUNK_MS);
+  sfx_nbr_t *nb[PEER_REQS_MAX];
+  for (uint32_t i = 0; i < PEER_REQS_MAX; i++)
+    nb[i] = holder(s, i);
+  assert_int_equal(peer_picker_depth(&s->picker), 1u);
+  nb[0]->n.whole.open = true;  /* a whole payload arriving from it */
+  nb[1]->n.pcs[0].open = true; /* a chunk arriving from it in pieces */
+  peer_picker_fill_all(&s->picker);
+  assert_int_equal(nb[0]->n.nreqs, 0);
+  assert_int_equal(nb[1]->n.nreqs, 0);
+  for (uint32_t i = 2; i < PEER_REQS_MAX; i++)
+    assert_int_equal(nb[i]->n.nreqs, 1);
+  assert_int_equal(s->set.nreqs, PEER_REQS_MAX - 2);
+  /* Its chunk is whole: it is asked. */
+  nb[0]->n.whole.open = false;
+  peer_picker_fill(&s->picker, &nb[0]->n);
+  assert_int_equal(nb[0]->n.nreqs, 1);
+  /* Two deep (no rate measured yet), a chunk arriving counts for nothing. */
+  s->set.rx_bps = 0;
+  assert_int_equal(peer_picker_depth(&s->picker), PEER_PIPELINE_DEPTH);
+  sfx_drop_all(nb[2]);
+  peer_picker_fill(&s->picker, &nb[1]->n);
+  assert_int_equal(nb[1]->n.nreqs, PEER_PIPELINE_DEPTH);
+  nb[1]->n.pcs[0].open = false;
+  sfx_teardown(s);
+}
+
 /* Only neighbours in our release's swarm count towards the PEER_REQS_MAX
  * that makes pipelines one deep: with fewer of them, two requests each
  * still fill the downlink, whatever else is connected (neighbours that
@@ -696,6 +731,7 @@ int main(void) {
       cmocka_unit_test(test_requests_capped_over_all_neighbours),
       cmocka_unit_test(test_one_deep_among_many),
       cmocka_unit_test(test_one_deep_counts_only_our_swarm),
+      cmocka_unit_test(test_one_deep_not_behind_an_arriving_chunk),
       cmocka_unit_test(test_report_names_failed_file_once),
       cmocka_unit_test(test_report_keeps_closed_file_error),
       cmocka_unit_test(test_tree_stripe_from_its_parent),
