@@ -138,7 +138,7 @@
  * asked of nobody else meanwhile, while other senders had free slots
  * (0.62 of 6 idle per host) and each chunk arriving filled about one
  * sixth of a host's downlink. Asked elsewhere instead (session 46,
- * interleaved): 48 nodes 1.244 x T_min (median of 7) against 1.262, fifo
+ * interleaved): 48 nodes 1.244 x T_min (median of 7) against 1.267, fifo
  * 1.334 against 1.355, 24 nodes 1.187 against 1.165 (three each); with
  * the last 250 ms of such a chunk left out, 48 nodes 1.2515 (six), 24
  * nodes 1.153 (docs/benchmarks.md). */
